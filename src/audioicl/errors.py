@@ -1,0 +1,34 @@
+"""The one exception type for problems a user can act on (bad input, bad options)."""
+
+from __future__ import annotations
+
+
+class AudioICLError(Exception):
+    """A user-actionable error, located by file, line and episode id where known.
+
+    The CLI prints it as one line (``file:line id: message``) and exits non-zero; anything
+    else escaping to the CLI is a bug and keeps its traceback.
+    """
+
+    def __init__(
+        self, message: str, *, file: str | None = None, line: int | None = None, id: str | None = None
+    ):
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.line = line
+        self.id = id
+
+    def location(self) -> str:
+        where = ""
+        if self.file is not None:
+            where = str(self.file)
+            if self.line is not None:
+                where += f":{self.line}"
+        if self.id:
+            where = f"{where} {self.id}" if where else self.id
+        return where
+
+    def __str__(self) -> str:
+        where = self.location()
+        return f"{where}: {self.message}" if where else self.message
