@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import io
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,8 @@ def resample(wave: np.ndarray, rate: int, target: int) -> np.ndarray:
 
 def load(path: str | os.PathLike, sr: int | None = SAMPLE_RATE) -> tuple[np.ndarray, int]:
     """Decode ``path`` to mono float32; resample to ``sr`` unless it is None. Errors name the file."""
+    if not os.path.exists(path):  # libsndfile reports a missing file only as "System error"
+        raise AudioICLError("audio file not found", file=str(path))
     try:
         data, rate = sf.read(str(path), dtype="float32", always_2d=False)
     except FileNotFoundError as exc:
@@ -47,11 +49,14 @@ def info_duration(path: str | os.PathLike) -> float:
 
 def pcm16_bytes(wave: np.ndarray, sr: int = SAMPLE_RATE) -> bytes:
     """A complete 16-bit PCM WAV file in memory; samples are clipped to [-1, 1]."""
-    buffer = io.BytesIO()
+    # The canonical 44-byte header, as libsndfile writes it, packed directly (the builder writes ~12k files);
+    # np.rint is np.round's half-to-even rounding, several times faster.
     clipped = np.clip(np.asarray(wave, dtype=np.float64), -1.0, 1.0)
-    pcm = np.round(clipped * 32767.0).astype("<i2")
-    sf.write(buffer, pcm, sr, subtype="PCM_16", format="WAV")
-    return buffer.getvalue()
+    data = np.rint(clipped * 32767.0).astype("<i2").tobytes()
+    header = struct.pack(
+        "<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(data), b"WAVE", b"fmt ", 16, 1, 1, sr, sr * 2, 2, 16, b"data", len(data)
+    )
+    return header + data
 
 
 def write_wav(path: str | os.PathLike, wave: np.ndarray, sr: int = SAMPLE_RATE) -> None:

@@ -167,24 +167,45 @@ def k_of(path: str | os.PathLike) -> int:
     return int(match.group(1))
 
 
-def iter_meta(path: str | os.PathLike) -> Iterator[MetaLine]:
-    """Episodes of one meta file, in order; blank lines are skipped, anything malformed raises."""
-    path = Path(path)
+def _parse_lines(path: Path) -> Iterator[MetaLine | AudioICLError]:
+    """Each non-blank line of a meta file as an episode or as the problem that stops it from being one."""
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as exc:
-        raise AudioICLError(f"cannot open meta file: {exc.strerror}", file=str(path)) from exc
+        yield AudioICLError(f"cannot open meta file: {exc.strerror}", file=str(path))
+        return
     with handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
                 continue
             try:
-                obj = json.loads(text)
+                obj = json.loads(raw.decode("utf-8"))
+                yield MetaLine(episode_from_json(obj, file=str(path), line=number), path, number)
+            except UnicodeDecodeError as exc:
+                yield AudioICLError(f"not UTF-8 text: {exc.reason}", file=str(path), line=number)
             except json.JSONDecodeError as exc:
-                raise AudioICLError(
+                yield AudioICLError(
                     f"malformed JSON: {exc.msg} (column {exc.colno})", file=str(path), line=number
-                ) from exc
-            yield MetaLine(episode_from_json(obj, file=str(path), line=number), path, number)
+                )
+            except AudioICLError as exc:
+                yield exc
+
+
+def iter_meta(path: str | os.PathLike) -> Iterator[MetaLine]:
+    """Episodes of one meta file, in order; blank lines are skipped, anything malformed raises."""
+    for item in _parse_lines(Path(path)):
+        if isinstance(item, AudioICLError):
+            raise item
+        yield item
+
+
+def scan_meta(path: str | os.PathLike) -> tuple[list[MetaLine], list[AudioICLError]]:
+    """Every good episode of a meta file and every bad line's problem: one bad line hides nothing else."""
+    lines: list[MetaLine] = []
+    problems: list[AudioICLError] = []
+    for item in _parse_lines(Path(path)):
+        (problems if isinstance(item, AudioICLError) else lines).append(item)
+    return lines, problems
 
 
 def read_meta(path: str | os.PathLike) -> list[Episode]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..registry import Registry
 
@@ -49,6 +49,7 @@ class TaskSpec:
     instruction: str  # the "specific" instruction style (SPEC §4), our wording
     multi_clip: bool = False
     clip_labels: dict[str, LabelSpace] = field(default_factory=dict)  # per role, for multi-clip tasks
+    generator: Any = field(default=None, compare=False, repr=False)  # tasks.context.TaskGenerator (build)
 
 
 TASKS: Registry[TaskSpec] = Registry("task")

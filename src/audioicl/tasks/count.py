@@ -2,9 +2,121 @@
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+
+from ..audio import SAMPLE_RATE
+from ..errors import AudioICLError
+from ..synth import dsp
 from .base import TaskSpec, integer_labels, register
+from .context import (
+    BuildOptions,
+    GenContext,
+    PlannedEpisode,
+    PlannedFile,
+    TaskGenerator,
+    peak_safe,
+    single_clip_episode,
+)
 
 COUNT_LABELS = integer_labels(1, 8)
+MAX_COUNT = 8
+CANVAS_SECONDS = 10.0
+MIN_GAP_SECONDS = 0.05  # between the end of one occurrence and the start of the next
+SNR_DB = (10.0, 15.0)
+BACKGROUND_POOL = 21  # backgrounds shared by all episodes (rendered once per process); one per episode
+BACKGROUND_SECONDS = 20.0  # each clip takes a random 10 s window of its episode's background
+SOUND_BANK_OFFSET = 0  # episode i uses one-shot number i (easy and hard alike, as in the original)
+
+
+def place_non_overlapping(rng: np.random.Generator, sound: np.ndarray, count: int, length: int) -> np.ndarray:
+    """``count`` copies of ``sound`` at uniformly random, non-overlapping positions on a silent canvas."""
+    gap = int(MIN_GAP_SECONDS * SAMPLE_RATE)
+    free = length - count * len(sound) - (count - 1) * gap
+    if free < 0:
+        raise AudioICLError(
+            f"a {len(sound) / SAMPLE_RATE:.2f} s sound does not fit {count} times in the canvas"
+        )
+    starts = np.sort(rng.integers(0, free + 1, count)) + np.arange(count) * (len(sound) + gap)
+    canvas = np.zeros(length, dtype=np.float32)
+    for start in starts:
+        canvas[start : start + len(sound)] += sound
+    return canvas
+
+
+@functools.lru_cache(maxsize=BACKGROUND_POOL)
+def _background(ctx: GenContext, number: int) -> np.ndarray:
+    return ctx.sources.backgrounds.render(ctx.rng("backgrounds", number), BACKGROUND_SECONDS)
+
+
+def _counts(ctx: GenContext, rng: np.random.Generator) -> list[int]:
+    if ctx.options.count_labels == "distinct":
+        return [int(v) for v in rng.choice(np.arange(1, MAX_COUNT + 1), ctx.n_clips, replace=False)]
+    return [int(v) for v in rng.integers(1, MAX_COUNT + 1, ctx.n_clips)]
+
+
+def _render_clip(
+    ctx: GenContext, spec: TaskSpec, index: int, slot: int, sound: np.ndarray, count: int, background
+) -> np.ndarray:
+    rng = ctx.rng(spec.name, index, "clip", slot)
+    length = int(CANVAS_SECONDS * SAMPLE_RATE)
+    canvas = place_non_overlapping(rng, sound, count, length)
+    if background is None:
+        return canvas
+    noise = background()
+    start = int(rng.integers(0, len(noise) - length + 1))
+    snr = float(rng.uniform(*SNR_DB))
+    return peak_safe(dsp.mix_at_snr(canvas, noise[start : start + length], snr))
+
+
+def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> PlannedEpisode:
+    rng = ctx.rng(spec.name, index, "episode")
+    sound = ctx.sources.one_shots.get(SOUND_BANK_OFFSET + index)
+    counts = _counts(ctx, rng)
+    background = None
+    if hard:
+        background = functools.partial(_background, ctx, int(rng.integers(BACKGROUND_POOL)))
+    folder = "hard" if hard else "easy"
+    independent = ctx.options.count_labels == "independent"
+    clips, files = [], []
+    for slot, count in enumerate(counts):
+        stem = f"{index + 1:05d}_{sound.name}" + (f"-{slot}" if independent else "")
+        path = f"data/audiocount/{folder}/{stem}_{count}.wav"
+        clips.append((path, str(count)))
+        render = functools.partial(_render_clip, ctx, spec, index, slot, sound.wave, count, background)
+        files.append(PlannedFile(path, render))
+    return PlannedEpisode(single_clip_episode(ctx, spec, index, clips), tuple(files))
+
+
+def _check(options: BuildOptions) -> None:
+    if options.count_labels == "distinct" and options.max_shots + 1 > MAX_COUNT:
+        raise AudioICLError(
+            f"--count-labels distinct needs k <= {MAX_COUNT - 1} (there are only {MAX_COUNT} counts); "
+            "use --count-labels independent"
+        )
+
+
+_RECIPE = (
+    "One percussive one-shot per episode, placed r times (r = 1..8) at uniformly random, non-overlapping "
+    f"positions (at least {MIN_GAP_SECONDS * 1000:.0f} ms apart) on a {CANVAS_SECONDS:.0f} s silent canvas; "
+    "the label is r. The episode's clips (demos and query) all use its sound; with `--count-labels distinct` "
+    "(default, as the original) their counts are distinct, with `independent` they are drawn independently."
+)
+_HARD_RECIPE = (
+    _RECIPE[:-1] + ", and an environmental background (animals, insects, rain) is mixed in at a random "
+    f"{SNR_DB[0]:.0f}-{SNR_DB[1]:.0f} dB SNR (RMS over the whole clip). Each episode uses one of "
+    f"{BACKGROUND_POOL} backgrounds of {BACKGROUND_SECONDS:.0f} s, each clip its own random 10 s window of it."
+)
+_DIFFERENCES = (
+    "Sounds are synthesized drum/percussion one-shots unless `--source one-shots=DIR` is given. Distinct "
+    "counts leak the query label by elimination at k = 5 (it is one of the 3 unused values); "
+    "`--count-labels independent` removes that."
+)
+_HARD_DIFFERENCES = (
+    _DIFFERENCES
+    + " Backgrounds are procedural ambiences unless `--source backgrounds=DIR` (ESC-50) is given."
+)
 
 _INSTRUCTION = (
     "Each audio clip below comes with a label. A hidden rule, the same for every clip in this set, maps "
@@ -12,5 +124,30 @@ _INSTRUCTION = (
     "rule from the labelled examples and apply it to the query clip. Answer with a single integer only."
 )
 
-AUDIO_COUNT = register(TaskSpec("AudioCount", 0, "count", COUNT_LABELS, "integer", _INSTRUCTION))
-AUDIO_COUNT_HARD = register(TaskSpec("AudioCountHard", 1, "count", COUNT_LABELS, "integer", _INSTRUCTION))
+AUDIO_COUNT = register(
+    TaskSpec(
+        "AudioCount",
+        0,
+        "count",
+        COUNT_LABELS,
+        "integer",
+        _INSTRUCTION,
+        generator=TaskGenerator(functools.partial(_episode, False), _RECIPE, _DIFFERENCES, check=_check),
+    )
+)
+AUDIO_COUNT_HARD = register(
+    TaskSpec(
+        "AudioCountHard",
+        1,
+        "count",
+        COUNT_LABELS,
+        "integer",
+        _INSTRUCTION,
+        generator=TaskGenerator(
+            functools.partial(_episode, True),
+            _HARD_RECIPE,
+            _HARD_DIFFERENCES,
+            check=_check,
+        ),
+    )
+)

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+from dataclasses import dataclass
 
+import numpy as np
+
+from ..audio import SAMPLE_RATE
+from ..errors import AudioICLError
+from ..synth import dsp
 from .base import TaskSpec, label_set, register
+from .context import BuildOptions, GenContext, PlannedEpisode, PlannedFile, TaskGenerator, single_clip_episode
 
 DIGITS = range(1, 10)
+OPERATORS = ("add", "sub", "mul")
+CLIPS_PER_FILLER = 8  # made per filler (or filler pair); an episode uses max(k) + 1 of them
+GAP_SECONDS = 0.025
+FADE_MS = 3.0
+FILLER_BANK_OFFSET = 200_000  # AudioOperator episode i: one-shot 200000 + i
+HARD_FILLER_BANK_OFFSET = 300_000  # AudioOperatorHard episode i: one-shots 300000 + 2i (×) and + 2i + 1
 
 
 def binary_values() -> set[int]:
@@ -28,6 +42,131 @@ def ternary_values() -> set[int]:
     return values
 
 
+def _apply(op: str, x: int, y: int) -> int:
+    return {"add": x + y, "sub": x - y, "mul": x * y}[op]
+
+
+@dataclass(frozen=True)
+class Expression:
+    digits: tuple[int, ...]
+    ops: tuple[str, ...]  # one between each pair of digits
+
+    @property
+    def value(self) -> int:
+        """Normal precedence: × first, then + and − left to right."""
+        digits, ops = list(self.digits), list(self.ops)
+        while "mul" in ops:
+            i = ops.index("mul")
+            digits[i : i + 2] = [digits[i] * digits[i + 1]]
+            del ops[i]
+        value = digits[0]
+        for op, d in zip(ops, digits[1:], strict=True):
+            value = _apply(op, value, d)
+        return value
+
+    @property
+    def text(self) -> str:
+        return "".join(f"{d}{op}" for d, op in zip(self.digits, self.ops, strict=False)) + str(
+            self.digits[-1]
+        )
+
+
+def operator_of_filler(ctx: GenContext, filler_name: str) -> str:
+    """A filler's operator, from the seeded generator keyed by the filler (the original hashed a path)."""
+    return OPERATORS[int(ctx.rng("AudioOperator", "filler", filler_name).integers(len(OPERATORS)))]
+
+
+def _binary_candidates(op: str) -> list[Expression]:
+    return [
+        Expression((a, b), (op,)) for a, b in itertools.product(DIGITS, repeat=2) if op != "sub" or a >= b
+    ]
+
+
+def _ternary_candidates(other: str) -> list[Expression]:
+    out = []
+    for a, b, c in itertools.product(DIGITS, repeat=3):
+        for ops in (("mul", other), (other, "mul")):
+            expr = Expression((a, b, c), ops)
+            if expr.value >= 0:
+                out.append(expr)
+    return out
+
+
+def _prepared_filler(wave: np.ndarray) -> np.ndarray:
+    return dsp.fade(dsp.trim_silence(wave, SAMPLE_RATE), SAMPLE_RATE, FADE_MS)
+
+
+def _render_clip(
+    ctx: GenContext, spec: TaskSpec, index: int, slot: int, voice: str, expr: Expression, fillers
+):
+    """Digit, 25 ms gap, filler, 25 ms gap, digit (and again for three digits)."""
+    rng = ctx.rng(spec.name, index, "clip", slot)
+    gap = np.zeros(int(GAP_SECONDS * SAMPLE_RATE), dtype=np.float32)
+    parts = [ctx.sources.digits.digit(voice, expr.digits[0], rng)]
+    for op, d in zip(expr.ops, expr.digits[1:], strict=True):
+        parts += [gap, fillers()[op], gap, ctx.sources.digits.digit(voice, d, rng)]
+    return np.concatenate(parts).astype(np.float32)
+
+
+def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> PlannedEpisode:
+    rng = ctx.rng(spec.name, index, "episode")
+    voices = ctx.sources.digits.voices
+    voice = voices[int(rng.integers(len(voices)))]
+    bank = ctx.sources.one_shots
+    if hard:
+        mul_sound = bank.get(HARD_FILLER_BANK_OFFSET + 2 * index)
+        other_sound = bank.get(HARD_FILLER_BANK_OFFSET + 2 * index + 1)
+        other = ("add", "sub")[int(rng.integers(2))]
+        sounds = {"mul": mul_sound.wave, other: other_sound.wave}
+        candidates = _ternary_candidates(other)
+        prefix = (
+            f"epi-{index:04d}__ops-mul_{other}__sfxmul-{mul_sound.name}__sfxoth-{other_sound.name}__expr-"
+        )
+    else:
+        sound = bank.get(FILLER_BANK_OFFSET + index)
+        op = operator_of_filler(ctx, sound.name)
+        sounds = {op: sound.wave}
+        candidates = _binary_candidates(op)
+        prefix = f"epi-{index:04d}__sfx-{sound.name}__"
+    fillers = functools.cache(lambda: {op: _prepared_filler(w) for op, w in sounds.items()})
+    made = max(CLIPS_PER_FILLER, ctx.n_clips)
+    expressions = [candidates[int(i)] for i in rng.choice(len(candidates), made, replace=False)]
+    folder = "hard" if hard else "easy"
+    clips, files = [], []
+    for slot in rng.permutation(made)[: ctx.n_clips]:
+        expr = expressions[int(slot)]
+        path = f"data/audiooperator/{folder}/{prefix}{expr.text}__ans-{expr.value}__k-{int(slot):02d}.wav"
+        clips.append((path, str(expr.value)))
+        render = functools.partial(_render_clip, ctx, spec, index, int(slot), voice, expr, fillers)
+        files.append(PlannedFile(path, render))
+    return PlannedEpisode(single_clip_episode(ctx, spec, index, clips), tuple(files))
+
+
+def _check(options: BuildOptions) -> None:
+    fewest = len(_binary_candidates("sub"))
+    if options.max_shots + 1 > fewest:
+        raise AudioICLError(f"AudioOperator needs k <= {fewest - 1} (distinct expressions per filler)")
+
+
+_RECIPE = (
+    f"Spoken digit a, {GAP_SECONDS * 1000:.0f} ms gap, a percussive 'filler' sound, {GAP_SECONDS * 1000:.0f} ms "
+    f"gap, spoken digit b (digits 1-9; each part trimmed of silence, {FADE_MS:.0f} ms fades). The filler stands "
+    "for +, − or ×, fixed per filler; the label is a op b (for −, a ≥ b). One filler and one voice per episode; "
+    f"{CLIPS_PER_FILLER} distinct expressions are drawn per filler and max(k) + 1 of them used "
+    "(file names keep the original's `k-<slot>` numbering)."
+)
+_HARD_RECIPE = (
+    "Three spoken digits and two fillers (same gaps and fades): one filler means ×, the other + or − (fixed "
+    "per episode); × comes first or second. The label is the value with normal precedence (× before + and −); "
+    "only non-negative values are used, as in the original's labels."
+)
+_DIFFERENCES = (
+    "The operator of a filler comes from the seeded random generator (the original derived it from a hash of "
+    "the file's absolute path, not reproducible across machines). Digits are spoken by espeak-ng voices (one "
+    "per episode) unless `--source digits=DIR` (FSDD) is given; fillers are synthesized one-shots unless "
+    "`--source one-shots=DIR`. File names start with `epi-<episode>__` so that no two episodes share a file."
+)
+
 _INSTRUCTION = (
     "Each audio clip below comes with a label. In every clip a spoken digit, a sound effect and another "
     "spoken digit follow each other (the harder clips have three digits and two sound effects). Each sound "
@@ -38,7 +177,13 @@ _INSTRUCTION = (
 
 AUDIO_OPERATOR = register(
     TaskSpec(
-        "AudioOperator", 2, "operator", label_set(binary_values(), "a op b results"), "integer", _INSTRUCTION
+        "AudioOperator",
+        2,
+        "operator",
+        label_set(binary_values(), "a op b results"),
+        "integer",
+        _INSTRUCTION,
+        generator=TaskGenerator(functools.partial(_episode, False), _RECIPE, _DIFFERENCES, check=_check),
     )
 )
 AUDIO_OPERATOR_HARD = register(
@@ -49,5 +194,6 @@ AUDIO_OPERATOR_HARD = register(
         label_set(ternary_values(), "a op b op c results"),
         "integer",
         _INSTRUCTION,
+        generator=TaskGenerator(functools.partial(_episode, True), _HARD_RECIPE, _DIFFERENCES, check=_check),
     )
 )

@@ -2,9 +2,123 @@
 
 from __future__ import annotations
 
-from .base import LabelSpace, TaskSpec, register
+import functools
+import string
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..audio import SAMPLE_RATE
+from ..errors import AudioICLError
+from ..records import Clip, Demo, Episode, Query
+from ..synth.percussion import OneShot
+from .base import LabelSpace, TaskSpec, episode_id, register
+from .context import GenContext, PlannedEpisode, PlannedFile, TaskGenerator
 
 PATTERNS = ("AAB", "ABA", "BAB", "BAA", "ABB", "BBA")
+MIX_GAP_SECONDS = 0.15  # silence between the three sounds of a MIX
+SOUND_BANK_OFFSET = 400_000  # A/B sounds are drawn from one-shots 400000..401999
+SOUND_BANK_SIZE = 2000
+ONE_SHOT_FOLDER = "data/one_shot/one_shot_percussive_sounds"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two different reference sounds and the letters they carry."""
+
+    a: OneShot
+    b: OneShot
+    letters: tuple[str, str]
+    tag: str  # names the MIX files made of this pair
+
+    def path(self, sound: OneShot) -> str:
+        return f"{ONE_SHOT_FOLDER}/{sound.family}/{sound.name}.wav"
+
+    def spell(self, pattern: str) -> str:
+        return "".join(self.letters[0] if c == "A" else self.letters[1] for c in pattern)
+
+
+def _draw_pair(ctx: GenContext, rng: np.random.Generator, tag: str) -> Pair:
+    bank = ctx.sources.one_shots
+    first = bank.get(SOUND_BANK_OFFSET + int(rng.integers(SOUND_BANK_SIZE)))
+    for _ in range(100):
+        second = bank.get(SOUND_BANK_OFFSET + int(rng.integers(SOUND_BANK_SIZE)))
+        if (second.family, second.name) != (first.family, first.name):
+            break
+    else:
+        raise AudioICLError("AudioRemap needs at least two different one-shots")
+    letters = rng.choice(list(string.ascii_uppercase), 2, replace=False)
+    return Pair(first, second, (str(letters[0]), str(letters[1])), tag)
+
+
+def _render_mix(pair: Pair, pattern: str) -> np.ndarray:
+    gap = np.zeros(int(MIX_GAP_SECONDS * SAMPLE_RATE), dtype=np.float32)
+    sounds = [pair.a.wave if c == "A" else pair.b.wave for c in pattern]
+    return np.concatenate([sounds[0], gap, sounds[1], gap, sounds[2]]).astype(np.float32)
+
+
+def _clips(pair: Pair, pattern: str, answer_shown: bool) -> tuple[tuple[Clip, ...], list[PlannedFile]]:
+    mix = f"data/audioremap/MIX__{pattern}__{pair.tag}.wav"
+    clips = (
+        Clip(pair.path(pair.a), pair.letters[0], "A"),
+        Clip(pair.path(pair.b), pair.letters[1], "B"),
+        Clip(mix, pair.spell(pattern) if answer_shown else None, "MIX"),
+    )
+    files = [
+        PlannedFile(pair.path(pair.a), functools.partial(np.asarray, pair.a.wave)),
+        PlannedFile(pair.path(pair.b), functools.partial(np.asarray, pair.b.wave)),
+        PlannedFile(mix, functools.partial(_render_mix, pair, pattern)),
+    ]
+    return clips, files
+
+
+def _demo_patterns(rng: np.random.Generator, k: int) -> list[str]:
+    """Distinct patterns for up to 6 demos (beyond 6, every pattern before any repeats)."""
+    order: list[str] = []
+    while len(order) < k:
+        order += [PATTERNS[int(i)] for i in rng.permutation(len(PATTERNS))]
+    return order[:k]
+
+
+def _episode(ctx: GenContext, spec: TaskSpec, index: int) -> PlannedEpisode:
+    rng = ctx.rng(spec.name, index, "episode")
+    k = ctx.options.max_shots
+    base_tag = f"ab{index + 1:04d}"
+    if ctx.options.remap_demos == "same-pair":  # the original: one pair per episode, MIX files shared
+        pair = _draw_pair(ctx, ctx.rng(spec.name, index, "pair"), base_tag)
+        demo_pairs, query_pair = [pair] * k, pair
+    else:  # ours: every demo and the query has its own pair and letters; no MIX file is shown twice
+        demo_pairs = [
+            _draw_pair(ctx, ctx.rng(spec.name, index, "demo", j), f"{base_tag}d{j + 1}") for j in range(k)
+        ]
+        query_pair = _draw_pair(ctx, ctx.rng(spec.name, index, "query"), f"{base_tag}q")
+    demos, files = [], []
+    for pair, pattern in zip(demo_pairs, _demo_patterns(rng, k), strict=True):
+        clips, demo_files = _clips(pair, pattern, answer_shown=True)
+        demos.append(Demo(clips, multi=True))
+        files += demo_files
+    query_pattern = PATTERNS[int(rng.integers(len(PATTERNS)))]
+    query_clips, query_files = _clips(query_pair, query_pattern, answer_shown=False)
+    files += query_files
+    query = Query(query_clips, label=query_pair.spell(query_pattern), multi=True)
+    episode = Episode(episode_id(spec, index, ctx.options.episodes), spec.name, tuple(demos), query)
+    return PlannedEpisode(episode, tuple(files))
+
+
+_RECIPE = (
+    "Multi-clip: reference clip A and reference clip B (two different one-shots, each labelled with a letter), "
+    f"then MIX, the three sounds of a pattern ({', '.join(PATTERNS)}) back to back with "
+    f"{MIX_GAP_SECONDS * 1000:.0f} ms gaps. The label spells the pattern with the references' letters (A→P, "
+    'B→B makes ABA "PBP"). Demo patterns are distinct; the query\'s pattern is drawn independently and its '
+    "MIX carries no label."
+)
+_DIFFERENCES = (
+    "Default (`--remap-demos own-pair`): every demo and the query has its own A/B pair and its own letter pair, "
+    "so the rule must be applied and no label can be copied. The original used one pair per episode, and its "
+    "query MIX file was often one of the demos' MIX files (answer shown: 39-248 of 300 episodes for k = 1..5); "
+    "`--remap-demos same-pair` reproduces that construction, leak included. Episodes are nested across k here "
+    "(the original drew them afresh per k)."
+)
 
 _INSTRUCTION = (
     "Each example below has two reference sounds, A and B, each labelled with a letter, and a mix of three "
@@ -27,5 +141,6 @@ AUDIO_REMAP = register(
             "B": LabelSpace("one uppercase letter", pattern=r"[A-Z]"),
             "MIX": LabelSpace("three uppercase letters", pattern=r"[A-Z]{3}"),
         },
+        generator=TaskGenerator(_episode, _RECIPE, _DIFFERENCES),
     )
 )

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install audioicl with its test tools into .venv and run lint, format check and the test suite.
+# Used by the README and by CI (.ci/run). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+python -m pip install -q -e '.[test]'
+
+# Headless Chromium for the report's browser test (Debian package; skipped where apt-get is unavailable).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "note: chromium could not be installed; the browser test will be skipped" >&2
+fi
+
+ruff check .
+ruff format --check .
+set +e
+python -m pytest -q -n 2 "$@"
+status=$?
+set -e
+# pytest exits 5 when it collected no tests: that is a failure of the suite, not a pass.
+if [ "$status" = 5 ]; then
+  echo "no tests were collected" >&2
+  exit 1
+fi
+exit "$status"

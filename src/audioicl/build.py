@@ -1,0 +1,345 @@
+"""Build the benchmark: plan every episode, render its audio in parallel, write meta files, card and manifest.
+
+Order of work, so that an interrupted build can be rerun to completion:
+1. ``ROOT/build.json`` (the options) is written first; a non-empty ``ROOT`` is accepted only when it holds
+   a build with the same options.
+2. Workers plan episodes and write each missing audio file atomically (temporary file, then rename), so a
+   file that exists is complete; files that exist are hashed, not rendered again.
+3. Meta files, the dataset card and ``manifest.json`` are written last.
+
+Every file's audio comes from a generator keyed by stable names, so the bytes do not depend on ``workers``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from . import __version__
+from .audio import SAMPLE_RATE, pcm16_bytes
+from .card import TaskStats, render_card
+from .errors import AudioICLError
+from .manifest import FileEntry, file_entry, fingerprint, write_manifest, write_text_atomic
+from .meta import write_meta
+from .records import Episode
+from .sources import SoundSources
+from .tasks import TASKS, task_names
+from .tasks.context import BuildOptions, GenContext, PlannedFile
+
+__all__ = ["BuildOptions", "BuildSummary", "build", "STATE_NAME", "CARD_NAME"]
+
+STATE_NAME = "build.json"
+CARD_NAME = "README.md"
+META_DIR = "meta"
+WAV_HEADER_BYTES = 44
+TMP_SUFFIX = ".tmp"
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str
+    sha256: str
+    bytes: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    task: str
+    index: int | None  # an episode, or None for the task's shared files (the Morse alphabet bank)
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    unit: WorkUnit
+    episode: Episode | None
+    files: tuple[FileRecord, ...]
+    rendered: int  # files this unit wrote (the others existed already)
+
+
+@dataclass(frozen=True)
+class BuildSummary:
+    root: Path
+    episodes: int
+    audio_files: int
+    rendered: int
+    audio_seconds: float
+    bytes: int
+    wall_seconds: float
+    fingerprint: str
+
+    def line(self) -> str:
+        return (
+            f"built {self.episodes} episodes: {self.audio_files} audio files ({self.rendered} rendered now), "
+            f"{self.audio_seconds / 3600:.2f} h of audio, {self.bytes / 1e6:.1f} MB, "
+            f"{self.wall_seconds:.1f} s wall -> {self.root}"
+        )
+
+
+# --------------------------------------------------------------------------------------------- workers
+
+
+class _Worker:
+    """Renders work units into ``root``; remembers the files it has seen (shared clips recur)."""
+
+    def __init__(self, root: Path, options: BuildOptions):
+        self.root = root
+        self.ctx = GenContext(options, SoundSources.create(options.seed, options.sources))
+        self.seen: dict[str, FileRecord] = {}
+        self.folders: set[Path] = set()
+        self.rendered = 0
+
+    def run(self, unit: WorkUnit) -> UnitResult:
+        spec = TASKS.get(unit.task)
+        if unit.index is None:
+            episode, planned = None, spec.generator.shared(self.ctx)
+        else:
+            plan = spec.generator.episode(self.ctx, spec, unit.index)
+            episode, planned = plan.episode, plan.files
+        before = self.rendered
+        records = tuple(self._materialize(f) for f in planned)
+        return UnitResult(unit, episode, records, rendered=self.rendered - before)
+
+    def _materialize(self, planned: PlannedFile) -> FileRecord:
+        if planned.path in self.seen:
+            return self.seen[planned.path]
+        full = self.root / planned.path
+        if full.is_file():
+            data = full.read_bytes()
+        else:
+            data = pcm16_bytes(planned.render(), SAMPLE_RATE)
+            self._write(full, data)
+            self.rendered += 1
+        seconds = (len(data) - WAV_HEADER_BYTES) / 2 / SAMPLE_RATE
+        record = FileRecord(planned.path, hashlib.sha256(data).hexdigest(), len(data), seconds)
+        self.seen[planned.path] = record
+        return record
+
+    def _write(self, full: Path, data: bytes) -> None:
+        if full.parent not in self.folders:
+            full.parent.mkdir(parents=True, exist_ok=True)
+            self.folders.add(full.parent)
+        tmp = full.with_name(f".{full.name}.{os.getpid()}{TMP_SUFFIX}")  # unique per process: workers race
+        tmp.write_bytes(data)
+        os.replace(tmp, full)
+
+
+_WORKER: _Worker | None = None
+
+
+def _init_worker(root: Path, options: BuildOptions) -> None:
+    global _WORKER
+    _WORKER = _Worker(root, options)
+
+
+def _run_unit(unit: WorkUnit) -> UnitResult:
+    assert _WORKER is not None
+    return _WORKER.run(unit)
+
+
+def _render_units(root: Path, options: BuildOptions, units: list[WorkUnit], workers: int, progress: bool):
+    bar = tqdm(total=len(units), desc="building", unit="episode", disable=None if progress else True)
+    try:
+        if workers <= 1:
+            _init_worker(root, options)
+            results = []
+            for unit in units:
+                results.append(_run_unit(unit))
+                bar.update()
+            return results
+        chunk = max(1, min(8, len(units) // (workers * 8)))
+        with multiprocessing.get_context("fork").Pool(workers, _init_worker, (root, options)) as pool:
+            results = []
+            for result in pool.imap_unordered(_run_unit, units, chunksize=chunk):
+                results.append(result)
+                bar.update()
+            return results
+    finally:
+        bar.close()
+
+
+# --------------------------------------------------------------------------------------------- output folder
+
+
+def _state(options: BuildOptions) -> dict:
+    return {"tool": "audioicl", "version": __version__, "options": options.to_json()}
+
+
+def _differences(old: dict, new: dict) -> list[str]:
+    old_options, new_options = old.get("options", {}), new["options"]
+    diffs = [
+        f"{key}: {old_options.get(key)!r} there, {value!r} now"
+        for key, value in new_options.items()
+        if old_options.get(key) != value
+    ]
+    if old.get("version") != new["version"]:
+        diffs.append(f"audioicl version: {old.get('version')!r} there, {new['version']!r} now")
+    return diffs
+
+
+def prepare_output(root: Path, options: BuildOptions) -> bool:
+    """Create ``root`` and record the options; returns True when resuming an earlier build with the same
+    options. Refuses a non-empty folder that holds anything else."""
+    state_path = root / STATE_NAME
+    state = _state(options)
+    if root.exists() and not root.is_dir():
+        raise AudioICLError("--out exists and is not a folder", file=str(root))
+    if root.is_dir() and any(root.iterdir()):
+        if not state_path.is_file():
+            raise AudioICLError(
+                f"--out is not empty and holds no earlier build ({STATE_NAME} missing); "
+                "give an empty or new folder",
+                file=str(root),
+            )
+        try:
+            recorded = json.loads(state_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise AudioICLError(f"unreadable build state: {exc}", file=str(state_path)) from exc
+        diffs = _differences(recorded if isinstance(recorded, dict) else {}, state)
+        if diffs:
+            raise AudioICLError(
+                "--out holds a build with other options (" + "; ".join(diffs) + "); give a new folder or "
+                "the same options",
+                file=str(root),
+            )
+        for stray in (root / "data").rglob(f".*{TMP_SUFFIX}"):  # left by an interrupted build of ours
+            stray.unlink()
+        return True
+    root.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
+    return False
+
+
+# --------------------------------------------------------------------------------------------- the build
+
+
+def check_options(options: BuildOptions) -> None:
+    if options.episodes < 1:
+        raise AudioICLError(f"--episodes must be at least 1, got {options.episodes}")
+    if not options.shots or min(options.shots) < 0:
+        raise AudioICLError("--k needs one or more shot counts >= 0")
+    if not options.tasks:
+        raise AudioICLError("no tasks to build")
+    for name in options.tasks:
+        spec = TASKS.get(name)
+        if spec.generator is None:
+            raise AudioICLError(f"task {name} has no generator")
+        spec.generator.check(options)
+
+
+def normalized(options: BuildOptions) -> BuildOptions:
+    """Tasks in benchmark order (all of them when none are named), shots sorted and unique."""
+    tasks = options.tasks or tuple(task_names())
+    for name in tasks:
+        TASKS.get(name)  # unknown names raise with the list of known ones
+    order = {name: i for i, name in enumerate(task_names())}
+    return BuildOptions(
+        seed=options.seed,
+        episodes=options.episodes,
+        shots=tuple(sorted(set(options.shots))),
+        tasks=tuple(sorted(set(tasks), key=order.__getitem__)),
+        count_labels=options.count_labels,
+        remap_demos=options.remap_demos,
+        sources=tuple(sorted(options.sources)),
+    )
+
+
+def _work_units(options: BuildOptions) -> list[WorkUnit]:
+    units = [WorkUnit(task, None) for task in options.tasks]
+    units += [WorkUnit(task, i) for task in options.tasks for i in range(options.episodes)]
+    return units
+
+
+def _collect_files(results: list[UnitResult]) -> dict[str, FileRecord]:
+    """Every file once, checking that workers which met the same shared file made the same bytes."""
+    files: dict[str, FileRecord] = {}
+    for result in results:
+        for record in result.files:
+            known = files.setdefault(record.path, record)
+            if known.sha256 != record.sha256:
+                raise RuntimeError(
+                    f"{record.path} was rendered with two different contents (non-deterministic)"
+                )
+    return files
+
+
+def _task_stats(name: str, results: list[UnitResult]) -> TaskStats:
+    generator = TASKS.get(name).generator
+    episodes = sorted((r.episode for r in results if r.episode is not None), key=lambda e: e.id)
+    records = {f.path: f for r in results for f in r.files}
+    seconds = [f.seconds for f in records.values()]
+    return TaskStats(
+        name=name,
+        first_id=episodes[0].id,
+        last_id=episodes[-1].id,
+        episodes=len(episodes),
+        query_labels=Counter(e.query.label for e in episodes),
+        all_labels=Counter([e.query.label for e in episodes] + [d.label for e in episodes for d in e.demos]),
+        files=len(records),
+        seconds_min=min(seconds),
+        seconds_max=max(seconds),
+        seconds_total=sum(seconds),
+        recipe=generator.recipe,
+        differences=generator.differences,
+    )
+
+
+def _write_meta_files(root: Path, options: BuildOptions, episodes: list[Episode]) -> list[str]:
+    paths = []
+    for k in options.shots:
+        path = f"{META_DIR}/meta_k{k}.jsonl"
+        write_meta(root / path, (episode.with_shots(k) for episode in episodes))
+        paths.append(path)
+    return paths
+
+
+def build(
+    out: str | os.PathLike, options: BuildOptions, workers: int = 1, progress: bool = False
+) -> BuildSummary:
+    """Build (or complete) the dataset in ``out``; the result does not depend on ``workers``."""
+    started = time.perf_counter()
+    options = normalized(options)
+    check_options(options)
+    root = Path(out).resolve()
+    prepare_output(root, options)
+    results = _render_units(root, options, _work_units(options), workers, progress)
+
+    files = _collect_files(results)
+    episodes = sorted((r.episode for r in results if r.episode is not None), key=lambda e: e.id)
+    meta_paths = _write_meta_files(root, options, episodes)
+    by_task: dict[str, list[UnitResult]] = defaultdict(list)
+    for result in results:
+        by_task[result.unit.task].append(result)
+    stats = [_task_stats(name, by_task[name]) for name in options.tasks]
+
+    entries = [FileEntry(f.path, f.sha256, f.bytes) for f in files.values()]
+    entries += [file_entry(root, path) for path in meta_paths]
+    audio_seconds = sum(f.seconds for f in files.values())
+    totals = {
+        "episodes": len(episodes),
+        "audio_files": len(files),
+        "audio_seconds": round(audio_seconds, 3),
+        "files": len(entries),
+        "bytes": sum(e.bytes for e in entries),
+    }
+    digest = fingerprint(entries)
+    write_text_atomic(root / CARD_NAME, render_card(options, stats, digest))
+    write_manifest(root, options.to_json(), entries, totals)
+    return BuildSummary(
+        root=root,
+        episodes=len(episodes),
+        audio_files=len(files),
+        rendered=sum(r.rendered for r in results),
+        audio_seconds=audio_seconds,
+        bytes=totals["bytes"],
+        wall_seconds=time.perf_counter() - started,
+        fingerprint=digest,
+    )

@@ -1,0 +1,95 @@
+"""The dataset card (``ROOT/README.md``) a build writes: what is in the dataset and how it was made."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from . import __version__
+from .tasks.context import BuildOptions
+
+MAX_LISTED_LABELS = 25
+
+
+@dataclass(frozen=True)
+class TaskStats:
+    name: str
+    first_id: str
+    last_id: str
+    episodes: int
+    query_labels: Counter
+    all_labels: Counter  # the labels the model must infer: demo labels at max(k) and query labels
+    files: int
+    seconds_min: float
+    seconds_max: float
+    seconds_total: float
+    recipe: str
+    differences: str
+
+
+def _label_key(label: str) -> tuple:
+    return (0, int(label), "") if label.lstrip("-").isdigit() else (1, 0, label)
+
+
+def histogram(counts: Counter) -> str:
+    if len(counts) > MAX_LISTED_LABELS:
+        common = ", ".join(f"`{label}` {n}" for label, n in counts.most_common(8))
+        return f"{len(counts)} distinct labels; most frequent: {common}"
+    return ", ".join(f"`{label}` {counts[label]}" for label in sorted(counts, key=_label_key))
+
+
+def _task_section(stats: TaskStats, max_shots: int) -> str:
+    return "\n".join(
+        [
+            f"### {stats.name}",
+            "",
+            f"Episodes {stats.first_id}-{stats.last_id} ({stats.episodes}).",
+            "",
+            f"**How clips and labels are made.** {stats.recipe}",
+            "",
+            f"**How this differs from the original.** {stats.differences}",
+            "",
+            f"- Query labels: {histogram(stats.query_labels)}",
+            f"- All labels (demos at k = {max_shots} and queries): {histogram(stats.all_labels)}",
+            f"- Audio files: {stats.files}, {stats.seconds_min:.2f}-{stats.seconds_max:.2f} s each, "
+            f"{stats.seconds_total / 60:.1f} min in all",
+            "",
+        ]
+    )
+
+
+def render_card(options: BuildOptions, tasks: list[TaskStats], fingerprint: str) -> str:
+    shots = ", ".join(map(str, options.shots))
+    sources = (
+        ", ".join(f"{kind}={folder}" for kind, folder in options.sources) or "none (all sounds synthesized)"
+    )
+    lines = [
+        "# AudioICL-Bench (rebuilt with audioicl)",
+        "",
+        "In-context learning benchmark for audio-language models: every episode gives k labelled demonstrations "
+        "and a query clip whose label the model must give. Built with `audioicl build` "
+        f"(audioicl {__version__}); same seed and options give byte-identical files.",
+        "",
+        "## Build",
+        "",
+        f"- Seed {options.seed}; {options.episodes} episodes per task; k = {shots} "
+        f"(`meta/meta_k<k>.jsonl`); tasks: {', '.join(t.name for t in tasks)}",
+        f"- AudioCount labels: `{options.count_labels}`; AudioRemap demos: `{options.remap_demos}`",
+        f"- Real corpora (`--source`): {sources}",
+        f"- Dataset fingerprint (see `manifest.json`): `{fingerprint}`",
+        "",
+        "## Layout and format",
+        "",
+        "16 kHz mono 16-bit PCM WAV under `data/` in the original's folder layout; meta files in the original's "
+        "JSON Lines format (audio paths relative to this folder). Episodes are nested across k for all nine "
+        "tasks: an episode has the same id and query in every k file and its k-shot demos are the first k of one "
+        "fixed list (the original nested seven tasks and drew AudioRemap and AnomalyDetect afresh per k). Clips "
+        "are never padded; the original's inference padded every clip of a prompt with zeros to the longest, "
+        "which the runner reproduces with `--pad episode|batch`. Sounds are synthesized procedurally unless a real corpus was "
+        "given, so absolute scores are not comparable with the original's; the protocol and scoring are.",
+        "",
+        "## Tasks",
+        "",
+    ]
+    lines += [_task_section(stats, options.max_shots) for stats in tasks]
+    return "\n".join(lines)

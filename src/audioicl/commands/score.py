@@ -1,0 +1,90 @@
+"""``audioicl score``: accuracy per model, shots and task from result files (the original's rules)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..cli import command, parse_int_set, parse_names
+from ..errors import AudioICLError
+from ..scoring import (
+    ResultKeys,
+    ScoreOptions,
+    find_result_files,
+    format_table,
+    score_files,
+    write_detail,
+    write_per_example,
+    write_summary,
+)
+
+
+def _add(sub):
+    p = sub.add_parser(
+        "score",
+        help="score result files into a summary CSV",
+        description=(
+            "Find <model>_results_k<k>.jsonl (or <model>_results_meta_k<k>.jsonl) files anywhere under --in, "
+            "score every line by the original AudioICL-Bench rules and write the summary CSV "
+            "(model,shots,task,accuracy,n), a detail CSV (correct, unparsed, 95%% Wilson interval) and a table."
+        ),
+    )
+    p.add_argument("--in", dest="input", type=Path, required=True, help="folder searched recursively")
+    p.add_argument("--out", type=Path, required=True, help="summary CSV to write")
+    p.add_argument("--detail", type=Path, help="detail CSV (default: <out stem>_detail.csv next to --out)")
+    p.add_argument("--only-model", help="only these models (comma-separated names as in the file names)")
+    p.add_argument("--only-shots", help="only these k, e.g. 1,3 or 1-5")
+    p.add_argument("--per-example-dir", type=Path, help="also write <model>_k<k>.csv (id,task,correct) here")
+    p.add_argument(
+        "--keep-text", action="store_true", help="per-example CSVs also hold gt and pred (response)"
+    )
+    p.add_argument("--pred-key", default="response", help="key of the model's response (default: response)")
+    p.add_argument("--gt-key", default="gt", help="key of the ground truth (default: gt)")
+    p.add_argument("--task-key", default="task", help="key of the task name (default: task)")
+    p.add_argument("--id-key", default="id", help="key of the episode id (default: id)")
+    p.add_argument(
+        "--skip-bad-lines",
+        action="store_true",
+        help="count a malformed line as wrong (it stays in n) instead of stopping with an error",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="NOT the original protocol: a response counts only if it is the bare answer",
+    )
+    return p
+
+
+@command(_add)
+def run(args) -> int:
+    models = parse_names(args.only_model) if args.only_model else None
+    shots = parse_int_set(args.only_shots) if args.only_shots else None
+    files = find_result_files(args.input, models=models, shots=shots)
+    if not files:
+        wanted = " matching the --only-model/--only-shots filters" if models or shots else ""
+        raise AudioICLError(
+            f"no result files (<model>_results_k<k>.jsonl){wanted} found under this folder",
+            file=str(args.input),
+        )
+    options = ScoreOptions(
+        keys=ResultKeys(response=args.pred_key, gt=args.gt_key, task=args.task_key, id=args.id_key),
+        strict=args.strict,
+        skip_bad_lines=args.skip_bad_lines,
+    )
+    scoring = score_files(files, options, keep_examples=args.per_example_dir is not None)
+    detail = args.detail or args.out.with_name(f"{args.out.stem}_detail.csv")
+    write_summary(args.out, scoring.rows)
+    write_detail(detail, scoring.rows, strict=args.strict)
+    if args.strict:
+        print("STRICT scoring: only bare answers count; these are NOT the original protocol's numbers.")
+    print(format_table(scoring.rows))
+    print(f"\nscored {len(files)} file(s): summary {args.out}, detail {detail}")
+    if args.per_example_dir is not None:
+        written = write_per_example(args.per_example_dir, scoring, keep_text=args.keep_text)
+        print(f"per-example: {len(written)} file(s) in {args.per_example_dir}")
+    if scoring.malformed:
+        print(
+            f"warning: {scoring.malformed} malformed line(s) counted as wrong (--skip-bad-lines)",
+            file=sys.stderr,
+        )
+    return 0

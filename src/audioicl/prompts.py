@@ -1,0 +1,420 @@
+"""Episode → typed chat (SPEC §4): layouts, instruction styles, system prompts, prompt files, padding.
+
+A ``Chat`` holds the messages a model sees (text and audio parts) and ``items``, the structured view of the
+clips in presentation order with the labels the prompt shows. The query's target clip never carries its
+label, so no backend can see the answer.
+
+Original layout (default): a system message, then one user turn::
+
+    <instruction>
+
+    [Demo Audio 1] <audio> Label: 7
+    [Demo Audio 2] <audio> Label: 1
+    [Query Audio] <audio> Label:
+
+Multi-clip tasks tag clips ``Demo <i> <role>`` / ``Query <role>``; a Morse alphabet bank, when shown, comes
+first as ``Letter A`` .. ``Letter Z``. The multi-turn layout puts each demo in its own user turn (ending in
+``Label:``) with its label as the assistant's answer, then the query turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+
+from . import audio
+from .errors import AudioICLError
+from .meta import resolve_audio_path
+from .records import Clip, Episode
+from .tasks import TASKS
+
+Role = Literal["system", "user", "assistant"]
+ItemKind = Literal["bank", "demo", "query"]
+Style = Literal["specific", "general", "none"]
+Layout = Literal["original", "multiturn"]
+PadMode = Literal["none", "episode", "batch"]
+MorseBankMode = Literal["auto", "on", "off"]
+
+STYLES: tuple[str, ...] = ("specific", "general", "none")
+LAYOUTS: tuple[str, ...] = ("original", "multiturn")
+PAD_MODES: tuple[str, ...] = ("none", "episode", "batch")
+MORSE_BANK_MODES: tuple[str, ...] = ("auto", "on", "off")
+
+MORSE_TASK = "MorseCode"
+MORSE_BANK_DIR = "data/MorseCode/alphabet"
+MORSE_LETTERS = string.ascii_uppercase
+
+# System prompts per model family (SPEC §4); "default" serves every other model, the built-ins included.
+QWEN_OMNI_SYSTEM = (
+    "You are Qwen, a virtual human developed by the Qwen Team, Alibaba Group, capable of perceiving "
+    "auditory and visual inputs, as well as generating text and speech."
+)
+DEFAULT_SYSTEM = {
+    "default": "You are a helpful assistant.",
+    "qwen2-audio": "You are a helpful assistant.",
+    "qwen2.5-omni": QWEN_OMNI_SYSTEM,
+    "qwen3-omni": QWEN_OMNI_SYSTEM,
+}
+FAMILIES: tuple[str, ...] = tuple(DEFAULT_SYSTEM)
+
+GENERAL_INSTRUCTION = (
+    "Each audio clip below comes with a numeric label. A hidden rule, the same for every clip here, maps "
+    "each clip to its label. Infer the rule from the labelled examples and apply it to the query clip. "
+    "Answer with a single integer only."
+)
+
+
+# --------------------------------------------------------------------------- the typed chat
+
+
+@dataclass(frozen=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True, eq=False)
+class AudioPart:
+    """Mono float32 samples at ``sr``; ``path`` is the meta ``audio_path`` they came from."""
+
+    wave: np.ndarray
+    sr: int
+    path: str
+
+    @property
+    def seconds(self) -> float:
+        return len(self.wave) / self.sr
+
+
+Part = TextPart | AudioPart
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: tuple[Part, ...]
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    """One clip as presented. ``index``: demo number 1..k (shared by a demo's clips), letter number 1..26
+    for the Morse bank, 1 for the query. ``label`` is the label the prompt shows (None on the target)."""
+
+    kind: ItemKind
+    index: int
+    role: str | None
+    tag: str
+    audio: AudioPart
+    label: str | None
+
+
+@dataclass(frozen=True)
+class Chat:
+    task: str
+    messages: tuple[Message, ...]
+    items: tuple[PromptItem, ...]
+
+    def audio_parts(self) -> Iterator[AudioPart]:
+        """Audio parts in the order the model hears them."""
+        for message in self.messages:
+            for part in message.content:
+                if isinstance(part, AudioPart):
+                    yield part
+
+
+def render_text(chat: Chat, placeholder: str = "<audio>") -> str:
+    """The text view of a chat: one ``role: text`` block per message, each audio part as ``placeholder``."""
+    blocks = []
+    for message in chat.messages:
+        text = "".join(p.text if isinstance(p, TextPart) else placeholder for p in message.content)
+        blocks.append(f"{message.role}: {text}")
+    return "\n".join(blocks)
+
+
+def system_family(model_name: str) -> str:
+    """The system-prompt family of a model name or path (``Qwen/Qwen2.5-Omni-7B`` → ``qwen2.5-omni``)."""
+    name = model_name.lower().replace("_", "-")
+    if "qwen3-omni" in name:
+        return "qwen3-omni"
+    if "qwen2.5-omni" in name or "qwen2-5-omni" in name:
+        return "qwen2.5-omni"
+    if "qwen2-audio" in name:
+        return "qwen2-audio"
+    return "default"
+
+
+# --------------------------------------------------------------------------- prompt sets
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """The wording: system prompt per family, the general instruction, specific instructions per task.
+    Tasks missing from ``instructions`` use their ``TaskSpec.instruction``."""
+
+    system: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SYSTEM))
+    general: str = GENERAL_INSTRUCTION
+    instructions: Mapping[str, str] = field(default_factory=dict)
+
+    def instruction(self, task: str, style: Style) -> str | None:
+        if style == "none":
+            return None
+        if style == "general":
+            return self.general
+        if task in self.instructions:
+            return self.instructions[task]
+        if task in TASKS:
+            return TASKS.get(task).instruction
+        return self.general
+
+    def system_prompt(self, family: str) -> str:
+        return self.system.get(family, self.system["default"])
+
+
+PROMPT_FILE_KEYS = ("system", "general", "instructions")
+
+
+def _string_map(value: Any, key: str, known: Sequence[str], kind: str, file: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise AudioICLError(f"{key!r} must be a mapping of {kind} to text", file=file)
+    unknown = [name for name in value if name not in known]
+    if unknown:
+        raise AudioICLError(
+            f"unknown {kind} in {key!r}: {', '.join(map(str, unknown))} (known: {', '.join(known)})", file=file
+        )
+    for name, text in value.items():
+        if not isinstance(text, str):
+            raise AudioICLError(f"{key}.{name} must be a string, got {type(text).__name__}", file=file)
+    return dict(value)
+
+
+def _parse_prompt_file(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AudioICLError(f"cannot read prompt file: {exc.strerror}", file=str(path)) from exc
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise AudioICLError(f"malformed JSON: {exc.msg}", file=str(path), line=exc.lineno) from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        line = mark.line + 1 if mark is not None else None
+        raise AudioICLError(f"malformed YAML: {problem}", file=str(path), line=line) from exc
+
+
+def load_prompt_set(path: str | os.PathLike) -> PromptSet:
+    """A prompt file (YAML or JSON) over the defaults; any of ``system`` (family → text), ``general``
+    (text) and ``instructions`` (task → text). Unknown keys, families or tasks are errors."""
+    path = Path(path)
+    data = _parse_prompt_file(path)
+    file = str(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise AudioICLError(f"prompt file must hold a mapping, got {type(data).__name__}", file=file)
+    unknown = [key for key in data if key not in PROMPT_FILE_KEYS]
+    if unknown:
+        raise AudioICLError(
+            f"unknown key(s) {', '.join(map(str, unknown))} (known: {', '.join(PROMPT_FILE_KEYS)})", file=file
+        )
+    base = PromptSet()
+    system = dict(base.system)
+    system.update(_string_map(data.get("system", {}), "system", FAMILIES, "model family", file))
+    instructions = _string_map(data.get("instructions", {}), "instructions", TASKS.names(), "task", file)
+    general = data.get("general", base.general)
+    if not isinstance(general, str):
+        raise AudioICLError(f"'general' must be a string, got {type(general).__name__}", file=file)
+    return PromptSet(system=system, general=general, instructions=instructions)
+
+
+# --------------------------------------------------------------------------- audio and the Morse bank
+
+
+def load_clip(root: str | os.PathLike, audio_path: str, sr: int = audio.SAMPLE_RATE) -> AudioPart:
+    wave, rate = audio.load(resolve_audio_path(root, audio_path), sr=sr)
+    return AudioPart(wave=wave, sr=rate, path=audio_path)
+
+
+def morse_bank_paths() -> tuple[str, ...]:
+    return tuple(f"{MORSE_BANK_DIR}/{letter}.wav" for letter in MORSE_LETTERS)
+
+
+def load_morse_bank(root: str | os.PathLike, mode: MorseBankMode) -> tuple[AudioPart, ...]:
+    """The 26 letter clips A..Z to show before MorseCode demos: ``off`` never, ``auto`` when the dataset
+    has all of them, ``on`` requires them. Empty when not shown."""
+    if mode == "off":
+        return ()
+    paths = morse_bank_paths()
+    missing = [p for p in paths if not resolve_audio_path(root, p).is_file()]
+    if missing:
+        if mode == "on":
+            raise AudioICLError(
+                f"--morse-bank on, but the dataset lacks {len(missing)} of the 26 letter clips "
+                f"(first: {missing[0]})",
+                file=str(root),
+            )
+        return ()
+    return tuple(load_clip(root, p) for p in paths)
+
+
+# --------------------------------------------------------------------------- building chats
+
+
+def _episode_items(
+    episode: Episode, root: str | os.PathLike, bank: Sequence[AudioPart]
+) -> tuple[PromptItem, ...]:
+    def load(clip: Clip) -> AudioPart:
+        return load_clip(root, clip.audio_path)
+
+    items: list[PromptItem] = []
+    if episode.task == MORSE_TASK:
+        for number, part in enumerate(bank, start=1):
+            letter = MORSE_LETTERS[number - 1]
+            items.append(PromptItem("bank", number, None, f"Letter {letter}", part, letter.lower()))
+    for number, demo in enumerate(episode.demos, start=1):
+        for clip in demo.clips:
+            tag = f"Demo {number} {clip.role}" if demo.multi else f"Demo Audio {number}"
+            items.append(PromptItem("demo", number, clip.role, tag, load(clip), clip.label))
+    query = episode.query
+    for position, clip in enumerate(query.clips):
+        target = position == len(query.clips) - 1
+        tag = f"Query {clip.role}" if query.multi else "Query Audio"
+        items.append(PromptItem("query", 1, clip.role, tag, load(clip), None if target else clip.label))
+    return tuple(items)
+
+
+def _clip_line(item: PromptItem, answer_slot: bool) -> list[str | AudioPart]:
+    """``[tag] <audio> Label: x``; the clip that is answered (the query target, or a demo's last clip in
+    the multi-turn layout) ends in ``Label:``; an unlabelled earlier clip has no label part."""
+    segments: list[str | AudioPart] = [f"[{item.tag}] ", item.audio]
+    if answer_slot:
+        segments.append(" Label:")
+    elif item.label is not None:
+        segments.append(f" Label: {item.label}")
+    return segments
+
+
+def _message(role: Role, segments: Sequence[str | AudioPart]) -> Message:
+    """A message from text and audio segments, adjacent text merged into one part."""
+    parts: list[Part] = []
+    for segment in segments:
+        if isinstance(segment, str):
+            if parts and isinstance(parts[-1], TextPart):
+                parts[-1] = TextPart(parts[-1].text + segment)
+            elif segment:
+                parts.append(TextPart(segment))
+        else:
+            parts.append(segment)
+    return Message(role, tuple(parts))
+
+
+def _lines(groups: Sequence[list[str | AudioPart]]) -> list[str | AudioPart]:
+    out: list[str | AudioPart] = []
+    for number, group in enumerate(groups):
+        if number:
+            out.append("\n")
+        out.extend(group)
+    return out
+
+
+def _original_turns(items: Sequence[PromptItem], head: list[str]) -> list[Message]:
+    lines = [_clip_line(item, answer_slot=item.kind == "query" and item.label is None) for item in items]
+    return [_message("user", head + _lines(lines))]
+
+
+def _multiturn(items: Sequence[PromptItem], head: list[str]) -> list[Message]:
+    """Bank clips and demo 1 share the first user turn; each demo's label is the assistant's answer."""
+    messages: list[Message] = []
+    pending: list[list[str | AudioPart]] = []
+    for position, item in enumerate(items):
+        nxt = items[position + 1] if position + 1 < len(items) else None
+        demo_ends = item.kind == "demo" and (nxt is None or nxt.kind != "demo" or nxt.index != item.index)
+        is_target = item.kind == "query" and item.label is None
+        pending.append(_clip_line(item, answer_slot=demo_ends or is_target))
+        if demo_ends:
+            messages.append(_message("user", (head if not messages else []) + _lines(pending)))
+            messages.append(_message("assistant", [item.label or ""]))
+            pending = []
+    messages.append(_message("user", (head if not messages else []) + _lines(pending)))
+    return messages
+
+
+def build_chat(
+    episode: Episode,
+    root: str | os.PathLike,
+    *,
+    style: Style = "specific",
+    layout: Layout = "original",
+    family: str = "default",
+    prompt_set: PromptSet | None = None,
+    bank: Sequence[AudioPart] = (),
+) -> Chat:
+    """Load the episode's audio (mono, 16 kHz) and lay it out as a chat. ``bank``: Morse letter clips
+    A..Z (``load_morse_bank``), shown for MorseCode episodes only. Audio problems raise ``AudioICLError``
+    carrying the episode id."""
+    prompt_set = prompt_set or PromptSet()
+    try:
+        items = _episode_items(episode, root, bank)
+    except AudioICLError as exc:
+        exc.id = exc.id or episode.id
+        raise
+    instruction = prompt_set.instruction(episode.task, style)
+    head = [instruction + "\n\n"] if instruction else []
+    system = Message("system", (TextPart(prompt_set.system_prompt(family)),))
+    turns = _multiturn(items, head) if layout == "multiturn" else _original_turns(items, head)
+    return Chat(task=episode.task, messages=(system, *turns), items=items)
+
+
+# --------------------------------------------------------------------------- padding
+
+
+def _pad_wave(part: AudioPart, samples: int) -> AudioPart:
+    if len(part.wave) >= samples:
+        return part
+    wave = np.concatenate([part.wave, np.zeros(samples - len(part.wave), dtype=part.wave.dtype)])
+    return replace(part, wave=wave)
+
+
+def _pad_chat_to(chat: Chat, samples: int) -> Chat:
+    padded: dict[int, AudioPart] = {}
+
+    def pad(part: AudioPart) -> AudioPart:
+        if id(part) not in padded:
+            padded[id(part)] = _pad_wave(part, samples)
+        return padded[id(part)]
+
+    messages = tuple(
+        Message(m.role, tuple(pad(p) if isinstance(p, AudioPart) else p for p in m.content))
+        for m in chat.messages
+    )
+    items = tuple(replace(item, audio=pad(item.audio)) for item in chat.items)
+    return replace(chat, messages=messages, items=items)
+
+
+def _longest(chat: Chat) -> int:
+    return max((len(p.wave) for p in chat.audio_parts()), default=0)
+
+
+def pad_chats(chats: Sequence[Chat], mode: PadMode) -> list[Chat]:
+    """Trailing zero padding as the original did (SPEC §4): ``episode`` pads every clip of a chat to that
+    chat's longest clip, ``batch`` to the longest clip of all ``chats``, ``none`` leaves them alone.
+    Pure: returns new chats, the inputs are unchanged."""
+    if mode == "none":
+        return list(chats)
+    if mode == "episode":
+        return [_pad_chat_to(chat, _longest(chat)) for chat in chats]
+    if mode == "batch":
+        samples = max((_longest(chat) for chat in chats), default=0)
+        return [_pad_chat_to(chat, samples) for chat in chats]
+    raise ValueError(f"unknown pad mode {mode!r}")

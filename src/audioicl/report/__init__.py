@@ -1,0 +1,127 @@
+"""``audioicl report``: accuracy-vs-shots plots, a markdown table and a self-contained HTML page.
+
+Inputs are the summary CSV that scoring writes and, optionally, the results folder (for example episodes with
+their audio). Outputs in ``out``: ``accuracy_<task>.png`` per task, ``overview.png``, ``report.md`` and
+``report.html`` (no external resources: plots and clips are embedded as data URIs).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .accuracy import AccuracyGrid, chance_level, load_grid
+from .examples import Example, read_scored, select_examples
+from .html import ExampleView, Page, TaskSection, render_page
+from .media import AudioBudget, embed_clip
+from .plots import overview_figure, task_figure
+from .tables import accuracy_table, describe_chance, html_table, markdown_table
+
+DEFAULT_AUDIO_BUDGET = 24_000_000  # bytes of 16 kHz PCM16 WAV embedded in the page, over all tasks
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    scores: Path
+    out: Path
+    results: Path | None = None
+    data: Path | None = None
+    examples: int = 3
+    audio_budget: int = DEFAULT_AUDIO_BUDGET
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    markdown: Path
+    html: Path
+    overview: Path
+    plots: dict[str, Path]  # task → PNG
+    audio_bytes: int  # WAV bytes embedded in the HTML (before base64)
+
+
+def plot_name(task: str) -> str:
+    return "accuracy_" + (re.sub(r"[^A-Za-z0-9_-]", "_", task) or "unnamed") + ".png"
+
+
+def _write(path: Path, data: bytes | str) -> None:
+    """Write atomically, so a reader never sees half a report."""
+    tmp = path.with_name(path.name + ".tmp")
+    if isinstance(data, str):
+        tmp.write_text(data, encoding="utf-8")
+    else:
+        tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def markdown_report(grid: AccuracyGrid, scores: Path, plots: dict[str, Path], overview: Path) -> str:
+    chance_notes = "\n".join(
+        f"- {task or '(no task)'}: {describe_chance(chance_level(task))}" for task in grid.tasks
+    )
+    plot_links = "\n\n".join(f"![{task or '(no task)'}]({path.name})" for task, path in plots.items())
+    return (
+        "# AudioICL-Bench report\n\n"
+        f"Scores: `{scores}`. Accuracy with its 95% Wilson interval; rows are tasks, columns model × shots (k); "
+        "the last row is the unweighted mean of the task accuracies.\n\n"
+        f"{markdown_table(accuracy_table(grid))}\n"
+        f"## Chance levels\n\n{chance_notes}\n\n"
+        f"## Plots\n\n![overview]({overview.name})\n\n{plot_links}\n"
+    )
+
+
+def embed_examples(examples: list[Example], budget: AudioBudget) -> tuple[ExampleView, ...]:
+    return tuple(
+        ExampleView(
+            example,
+            None
+            if example.audio_paths is None
+            else tuple(embed_clip(example.data_root, path, budget) for path in example.audio_paths),
+        )
+        for example in examples
+    )
+
+
+def write_report(options: ReportOptions) -> ReportFiles:
+    grid = load_grid(options.scores)
+    options.out.mkdir(parents=True, exist_ok=True)
+
+    plots: dict[str, Path] = {}
+    pngs: dict[str, bytes] = {}
+    for task in grid.tasks:
+        pngs[task] = task_figure(grid, task)
+        plots[task] = options.out / plot_name(task)
+        _write(plots[task], pngs[task])
+    overview_png = overview_figure(grid)
+    overview = options.out / "overview.png"
+    _write(overview, overview_png)
+    markdown = options.out / "report.md"
+    _write(markdown, markdown_report(grid, options.scores, plots, overview))
+
+    examples: dict[str, list[Example]] = {}
+    with_examples = options.results is not None and options.examples > 0
+    if with_examples:
+        lines = read_scored(options.results)
+        examples = select_examples(lines, options.examples, options.results, options.data)
+    share = options.audio_budget // max(1, sum(1 for task in grid.tasks if examples.get(task)))
+    budgets = {task: AudioBudget(share) for task in grid.tasks}
+    sections = tuple(
+        TaskSection(
+            task, pngs[task], chance_level(task), embed_examples(examples.get(task, []), budgets[task])
+        )
+        for task in grid.tasks
+    )
+    if not with_examples:
+        note = "No example episodes: pass --results DIR (and --examples N > 0) to show some."
+    else:
+        note = (
+            f"Example episodes: up to {options.examples} per task at the highest k in {options.results}, "
+            "alternating episodes some model solved and episodes no model solved, in id order. "
+            f"Clips are re-encoded to 16 kHz 16-bit WAV; each task embeds at most {share / 1e6:.1f} MB of audio."
+        )
+    page = Page(
+        str(options.scores), grid.models, overview_png, html_table(accuracy_table(grid)), sections, note
+    )
+    html_path = options.out / "report.html"
+    _write(html_path, render_page(page, with_examples))
+    return ReportFiles(markdown, html_path, overview, plots, sum(b.used for b in budgets.values()))

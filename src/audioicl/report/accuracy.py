@@ -1,0 +1,128 @@
+"""The numbers a report shows: accuracy per (model, shots, task) with Wilson intervals, and chance levels."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import AudioICLError
+from ..scoring import SummaryRow, read_summary
+from ..tasks import TASKS, task_names
+from ..tasks.remap import PATTERNS
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One summary row: accuracy over ``n`` results and its 95% Wilson interval."""
+
+    accuracy: float
+    n: int
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class MeanCell:
+    """Unweighted mean of the task accuracies one model has at one k, over ``tasks`` of ``of`` tasks."""
+
+    accuracy: float
+    tasks: int
+    of: int
+
+
+@dataclass(frozen=True)
+class Chance:
+    """Accuracy of a uniform guess; ``value`` is None when the task is unknown. ``note`` says how."""
+
+    value: float | None
+    note: str
+
+
+@dataclass(frozen=True)
+class AccuracyGrid:
+    models: tuple[str, ...]
+    shots: tuple[int, ...]
+    tasks: tuple[str, ...]
+    cells: Mapping[tuple[str, int, str], Cell]
+
+    def cell(self, model: str, shots: int, task: str) -> Cell | None:
+        return self.cells.get((model, shots, task))
+
+    def mean(self, model: str, shots: int) -> MeanCell | None:
+        values = [c.accuracy for t in self.tasks if (c := self.cell(model, shots, t)) is not None]
+        if not values:
+            return None
+        return MeanCell(sum(values) / len(values), len(values), len(self.tasks))
+
+
+def order_tasks(names: set[str]) -> tuple[str, ...]:
+    """Benchmark order for known tasks, then any others alphabetically."""
+    known = [name for name in task_names() if name in names]
+    return tuple(known + sorted(names - set(known)))
+
+
+def load_grid(path: Path) -> AccuracyGrid:
+    """The summary CSV as a grid; errors name the file and line (a bad header is line 1)."""
+    try:
+        rows = read_summary(path)
+    except AudioICLError as exc:
+        if exc.line is None and Path(path).is_file():
+            exc.line = 1
+        raise
+    return grid_from_rows(rows, str(path))
+
+
+def grid_from_rows(rows: list[SummaryRow], source: str) -> AccuracyGrid:
+    if not rows:
+        raise AudioICLError("summary has a header but no rows", file=source, line=2)
+    cells: dict[tuple[str, int, str], Cell] = {}
+    for index, row in enumerate(rows, start=1):
+        where = {"file": source, "line": index + 1}  # exact unless the file has blank lines
+        key = (row.model, row.shots, row.task)
+        if key in cells:
+            raise AudioICLError(
+                f"data row {index}: second row for model {row.model!r}, shots {row.shots}, task {row.task!r}",
+                **where,
+            )
+        if not (0.0 <= row.accuracy <= 1.0) or row.n <= 0 or row.shots < 0:
+            raise AudioICLError(
+                f"data row {index}: need 0 <= accuracy <= 1, n > 0 and shots >= 0 "
+                f"(got accuracy {row.accuracy}, n {row.n}, shots {row.shots})",
+                **where,
+            )
+        low, high = row.interval()
+        cells[key] = Cell(row.accuracy, row.n, low, high)
+    return AccuracyGrid(
+        models=tuple(sorted({row.model for row in rows})),
+        shots=tuple(sorted({row.shots for row in rows})),
+        tasks=order_tasks({row.task for row in rows}),
+        cells=cells,
+    )
+
+
+def chance_level(task: str) -> Chance:
+    """What guessing scores, from the task's label space.
+
+    AudioRemap's space is open (any three letters), but its query shows the letters of A and B, so a guess
+    needs only pick one of the task's mix patterns. MorseCode's answer is any word: chance is about zero.
+    """
+    if task not in TASKS:
+        return Chance(None, "unknown task: chance not known")
+    values = TASKS.get(task).labels.values
+    if values:
+        return Chance(1 / len(values), f"uniform guess over the {len(values)} labels")
+    if task == "AudioRemap":
+        return Chance(
+            1 / len(PATTERNS),
+            f"uniform guess over the {len(PATTERNS)} mix patterns, spelled with the letters the query shows",
+        )
+    return Chance(0.0, "open vocabulary")
+
+
+def mean_chance(tasks: tuple[str, ...]) -> Chance:
+    values = [chance_level(task).value for task in tasks]
+    known = [v for v in values if v is not None]
+    if not known:
+        return Chance(None, "chance not known")
+    return Chance(sum(known) / len(known), f"mean of the {len(known)} tasks' chance levels")

@@ -1,0 +1,120 @@
+"""Accuracy-vs-shots figures as PNG bytes: one per task, and an overview grid with the mean over tasks.
+
+Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas, so no pyplot state or display is used.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import PercentFormatter
+
+from .accuracy import AccuracyGrid, Chance, chance_level, mean_chance
+from .tables import format_chance
+
+PANEL_COLUMNS = 4
+MEAN_PANEL = "mean over tasks"
+
+
+def model_colors(models: tuple[str, ...]) -> dict[str, str]:
+    """The same colour for a model in every figure."""
+    return {model: f"C{i % 10}" for i, model in enumerate(models)}
+
+
+def _draw_task(ax: Axes, grid: AccuracyGrid, task: str, colors: dict[str, str]) -> None:
+    """One line per model with 95% Wilson error bars and a faint band between them."""
+    for model in grid.models:
+        points = [(k, c) for k in grid.shots if (c := grid.cell(model, k, task)) is not None]
+        if not points:
+            continue
+        xs = [k for k, _ in points]
+        ys = [c.accuracy for _, c in points]
+        lows = [c.low for _, c in points]
+        highs = [c.high for _, c in points]
+        errors = [
+            [y - low for y, low in zip(ys, lows, strict=True)],
+            [h - y for y, h in zip(ys, highs, strict=True)],
+        ]
+        ax.errorbar(xs, ys, yerr=errors, color=colors[model], marker="o", capsize=3, label=model)
+        ax.fill_between(xs, lows, highs, color=colors[model], alpha=0.12, linewidth=0)
+
+
+def _draw_mean(ax: Axes, grid: AccuracyGrid, colors: dict[str, str]) -> None:
+    for model in grid.models:
+        points = [(k, m.accuracy) for k in grid.shots if (m := grid.mean(model, k)) is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), color=colors[model], marker="o", label=model)
+
+
+def _draw_chance(ax: Axes, chance: Chance) -> None:
+    if chance.value is not None:
+        ax.axhline(
+            chance.value, color="0.35", linestyle="--", linewidth=1, label=f"chance {format_chance(chance)}"
+        )
+
+
+def _style(ax: Axes, grid: AccuracyGrid, title: str) -> None:
+    ax.set_title(title or "(no task)")
+    ax.set_xticks(list(grid.shots))
+    ax.set_xlim(min(grid.shots) - 0.3, max(grid.shots) + 0.3)
+    ax.set_ylim(-0.02, 1.02)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.grid(True, alpha=0.3)
+
+
+def _png(fig: Figure) -> bytes:
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def task_figure(grid: AccuracyGrid, task: str) -> bytes:
+    chance = chance_level(task)
+    fig = Figure(figsize=(6.4, 4.2), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    _draw_task(ax, grid, task, model_colors(grid.models))
+    _draw_chance(ax, chance)
+    _style(ax, grid, task)
+    ax.set_xlabel("shots (k)")
+    ax.set_ylabel("accuracy (95% Wilson interval)")
+    ax.legend(loc="best", fontsize="small")
+    fig.supxlabel(f"dashed: chance level ({chance.note})", fontsize="x-small", color="0.35")
+    return _png(fig)
+
+
+def overview_figure(grid: AccuracyGrid) -> bytes:
+    """All tasks in a grid of panels, the last panel the unweighted mean over tasks; one shared legend."""
+    panels = [*grid.tasks, MEAN_PANEL]
+    columns = min(PANEL_COLUMNS, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    fig = Figure(figsize=(3.2 * columns, 2.6 * rows + 0.6), dpi=100, layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    colors = model_colors(grid.models)
+    for ax, panel in zip(axes, panels, strict=False):
+        if panel == MEAN_PANEL:
+            _draw_mean(ax, grid, colors)
+            _draw_chance(ax, mean_chance(grid.tasks))
+        else:
+            _draw_task(ax, grid, panel, colors)
+            _draw_chance(ax, chance_level(panel))
+        _style(ax, grid, panel)
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    for index, ax in enumerate(axes[: len(panels)]):
+        if index + columns >= len(panels):  # nothing below it
+            ax.set_xlabel("shots (k)")
+    handles = [Line2D([], [], color=colors[model], marker="o") for model in grid.models]
+    fig.legend(
+        handles,
+        list(grid.models),
+        loc="outside lower center",
+        ncols=min(len(handles), 4),
+        title="models (bars: 95% Wilson interval; dashed: chance level)",
+    )
+    return _png(fig)

@@ -1,0 +1,480 @@
+"""Run a backend over a dataset: select episodes, build prompts, batch, and append results (SPEC §3).
+
+For every k it writes ``<model>_results_k<k>.jsonl`` into the output folder, where ``<model>`` is the last
+path component of the model name (``builtin:random`` → ``random``, ``hf:Qwen/Qwen2-Audio-7B-Instruct`` →
+``Qwen2-Audio-7B-Instruct``) unless a name is given. The log is append-only: ids already in it are skipped
+(the original's resume rule), a half-written last line is cut off first, and a lock file keeps a second run
+from writing the same file. With ``--shard i/n`` (1-based) a run takes the episodes whose id hashes to
+shard i and writes into ``OUT/shard-i-of-n/``; ``audioicl merge`` joins the shard folders (scoring the
+parent folder also works, it counts same-named files together).
+
+An episode whose audio cannot be read, or has a clip longer than the backend accepts, gets a line with
+``status: "error"`` and the reason; it is never skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from . import __version__
+from .backends import Backend, load_backend, parse_model_spec
+from .errors import AudioICLError
+from .meta import find_meta_files, iter_meta
+from .prompts import (
+    AudioPart,
+    Chat,
+    Layout,
+    MorseBankMode,
+    PadMode,
+    PromptSet,
+    Style,
+    build_chat,
+    load_morse_bank,
+    load_prompt_set,
+    pad_chats,
+    render_text,
+    system_family,
+)
+from .records import Episode, Result
+from .results import FileLock, ResultsLog, results_name
+from .seeding import derive_seed
+from .tasks import TASKS
+
+RUN_FILE = "run.json"
+
+Report = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (1-based): the episodes whose id hashes to it, the same for every k."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        try:
+            index, count = (int(part) for part in text.split("/"))
+        except ValueError:
+            raise AudioICLError(f"--shard must be I/N (e.g. 1/4), got {text!r}") from None
+        if not 1 <= index <= count:
+            raise AudioICLError(f"--shard {text}: need 1 <= I <= N")
+        return cls(index, count)
+
+    def holds(self, episode_id: str) -> bool:
+        return derive_seed(0, "shard", episode_id) % self.count == self.index - 1
+
+    @property
+    def folder(self) -> str:
+        return f"shard-{self.index}-of-{self.count}"
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    data: Path
+    model: str
+    out: Path
+    shots: tuple[int, ...] | None = None  # None: every k the dataset has
+    tasks: tuple[str, ...] | None = None  # None: all
+    style: Style = "specific"
+    layout: Layout = "original"
+    batch_size: int = 8
+    max_new_tokens: int = 16
+    pad: PadMode = "none"
+    limit: int | None = None  # the first N episodes of each task
+    shard: Shard | None = None
+    prompts: Path | None = None
+    morse_bank: MorseBankMode = "auto"
+    seed: int = 0
+    name: str | None = None  # the <model> of the file names; default: the model name's last component
+    backend_options: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def model_name(self) -> str:
+        return self.name or parse_model_spec(self.model).file_name
+
+    @property
+    def folder(self) -> Path:
+        return self.out / self.shard.folder if self.shard else self.out
+
+
+@dataclass
+class KSummary:
+    k: int
+    path: Path
+    selected: int = 0
+    written: int = 0
+    skipped: int = 0  # already in the file
+    errors: int = 0  # error lines written by this run
+    earlier_errors: int = 0  # error lines already in the file for selected episodes
+    repaired: str | None = None
+
+    def line(self) -> str:
+        text = (
+            f"k={self.k}: {self.written} written ({self.errors} errors), {self.skipped} skipped as already "
+            f"done -> {self.path}"
+        )
+        if self.earlier_errors:
+            text += f" [{self.earlier_errors} error lines from an earlier run]"
+        return text
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    ks: tuple[KSummary, ...]
+
+    @property
+    def errors(self) -> int:
+        return sum(s.errors + s.earlier_errors for s in self.ks)
+
+
+# --------------------------------------------------------------------------- selecting episodes
+
+
+def _read_episodes(path: Path) -> list[Episode]:
+    episodes: list[Episode] = []
+    first_line: dict[str, int] = {}
+    for entry in iter_meta(path):
+        ep = entry.episode
+        if ep.id in first_line:
+            raise AudioICLError(
+                f"id appears twice (first on line {first_line[ep.id]}); results are keyed by id",
+                file=str(path),
+                line=entry.line,
+                id=ep.id,
+            )
+        first_line[ep.id] = entry.line
+        episodes.append(ep)
+    return episodes
+
+
+def select_episodes(
+    episodes: Sequence[Episode],
+    tasks: Sequence[str] | None = None,
+    limit: int | None = None,
+    shard: Shard | None = None,
+) -> list[Episode]:
+    """Episodes in file order: of ``tasks`` (all if None), the first ``limit`` of each task, then the shard's."""
+    chosen: list[Episode] = []
+    per_task: dict[str, int] = {}
+    for ep in episodes:
+        if tasks is not None and ep.task not in tasks:
+            continue
+        per_task[ep.task] = per_task.get(ep.task, 0) + 1
+        if limit is not None and per_task[ep.task] > limit:
+            continue
+        if shard is None or shard.holds(ep.id):
+            chosen.append(ep)
+    return chosen
+
+
+def _check_tasks(tasks: Sequence[str], found: set[str]) -> None:
+    known = set(TASKS.names()) | found
+    unknown = [t for t in tasks if t not in known]
+    if unknown:
+        raise AudioICLError(f"unknown task(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
+
+def _meta_files(options: RunOptions) -> dict[int, Path]:
+    found = find_meta_files(options.data)
+    if options.shots is None:
+        return found
+    missing = [k for k in options.shots if k not in found]
+    if missing:
+        have = ", ".join(map(str, found)) or "none"
+        raise AudioICLError(
+            f"the dataset has no meta file for k={', '.join(map(str, missing))} (has k={have})",
+            file=str(options.data),
+        )
+    return {k: found[k] for k in options.shots}
+
+
+# --------------------------------------------------------------------------- run.json
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _dataset_fingerprint(data: Path) -> str | None:
+    manifest = data / "manifest.json"
+    if not manifest.is_file():
+        return None
+    try:
+        fingerprint = json.loads(manifest.read_text(encoding="utf-8")).get("fingerprint")
+    except (ValueError, AttributeError):
+        fingerprint = None
+    return fingerprint if isinstance(fingerprint, str) else _sha256_file(manifest)
+
+
+def _settings(options: RunOptions) -> dict[str, Any]:
+    """The options that change what a result line says; a resumed run must use the same ones."""
+    settings: dict[str, Any] = {
+        "model": options.model,
+        "style": options.style,
+        "layout": options.layout,
+        "pad": options.pad,
+        "max_new_tokens": options.max_new_tokens,
+        "morse_bank": options.morse_bank,
+        "seed": options.seed,
+        "prompts_sha256": _sha256_file(options.prompts) if options.prompts else None,
+        "backend_options": dict(sorted(options.backend_options.items())),
+    }
+    if options.pad == "batch":
+        settings["batch_size"] = options.batch_size
+    return settings
+
+
+def _run_record(options: RunOptions, backend: Backend, metas: Mapping[int, Path]) -> dict[str, Any]:
+    return {
+        "audioicl_version": __version__,
+        "data": str(options.data.resolve()),
+        "dataset_fingerprint": _dataset_fingerprint(options.data),
+        "model": options.model,
+        "model_name": options.model_name,
+        "backend": backend.name,
+        "settings": _settings(options),
+        "prompts": str(options.prompts.resolve()) if options.prompts else None,
+        "selection": {
+            "shots": list(metas),
+            "tasks": list(options.tasks) if options.tasks else None,
+            "limit": options.limit,
+            "shard": str(options.shard) if options.shard else None,
+            "batch_size": options.batch_size,
+        },
+        "meta_sha256": {str(k): _sha256_file(path) for k, path in metas.items()},
+    }
+
+
+def _check_resume(path: Path, record: dict[str, Any]) -> None:
+    """Refuse to add to a folder whose earlier run used other settings or another dataset."""
+    if not path.is_file():
+        return
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise AudioICLError(f"malformed run record: {exc}", file=str(path)) from exc
+    old, new = earlier.get("settings", {}), record["settings"]
+    differing = sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
+    if differing:
+        detail = "; ".join(f"{key}: was {old.get(key)!r}, now {new.get(key)!r}" for key in differing)
+        raise AudioICLError(
+            f"this folder holds results made with other settings ({detail}); use another --out", file=str(path)
+        )
+    if earlier.get("dataset_fingerprint") != record["dataset_fingerprint"]:
+        raise AudioICLError("this folder holds results of another dataset; use another --out", file=str(path))
+
+
+def _write_json(path: Path, record: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------------------- one batch
+
+
+def audio_sha256(chat: Chat) -> str:
+    """Digest of the audio the model hears: for each part in order, its rate and float32 samples."""
+    digest = hashlib.sha256()
+    for part in chat.audio_parts():
+        digest.update(int(part.sr).to_bytes(4, "little"))
+        digest.update(np.ascontiguousarray(part.wave, dtype="<f4").tobytes())
+    return digest.hexdigest()
+
+
+def _too_long(chat: Chat, limit: float | None) -> str | None:
+    if limit is None:
+        return None
+    for item in chat.items:
+        if item.audio.seconds > limit:
+            return (
+                f"clip {item.audio.path} is {item.audio.seconds:.2f} s long; the backend accepts at most "
+                f"{limit:g} s"
+            )
+    return None
+
+
+@dataclass
+class _Prepared:
+    episode: Episode
+    chat: Chat | None
+    error: str | None
+
+
+@dataclass
+class BatchRunner:
+    """Turns episodes into result lines for one k with one backend and prompt configuration."""
+
+    options: RunOptions
+    backend: Backend
+    prompt_set: PromptSet
+    family: str
+    bank: tuple[AudioPart, ...]
+    k: int
+
+    def prepare(self, episode: Episode) -> _Prepared:
+        try:
+            chat = build_chat(
+                episode,
+                self.options.data,
+                style=self.options.style,
+                layout=self.options.layout,
+                family=self.family,
+                prompt_set=self.prompt_set,
+                bank=self.bank,
+            )
+        except AudioICLError as exc:
+            return _Prepared(episode, None, str(exc))
+        error = _too_long(chat, self.backend.max_clip_seconds)
+        return _Prepared(episode, None if error else chat, error)
+
+    def _result(self, episode: Episode, fields: dict[str, Any]) -> Result:
+        response = fields.pop("response")
+        extra = {**fields, "k": self.k, "model": self.options.model}
+        return Result(episode.id, episode.task, response, episode.query.label, extra)
+
+    def run(self, episodes: Sequence[Episode]) -> list[Result]:
+        prepared = [self.prepare(ep) for ep in episodes]
+        ok = [p for p in prepared if p.chat is not None]
+        chats = pad_chats([p.chat for p in ok if p.chat is not None], self.options.pad)
+        started = time.perf_counter()
+        responses = self.backend.generate(chats, self.options.max_new_tokens) if chats else []
+        seconds = (time.perf_counter() - started) / max(len(chats), 1)
+        if len(responses) != len(chats):
+            raise RuntimeError(f"backend {self.backend.name} returned {len(responses)} responses for {len(chats)}")
+        answered = {id(p): (chat, response) for p, chat, response in zip(ok, chats, responses, strict=True)}
+        results = []
+        for p in prepared:
+            if id(p) in answered:
+                chat, response = answered[id(p)]
+                results.append(self._ok_line(p.episode, chat, response, seconds))
+            else:
+                results.append(self._error_line(p.episode, p.error or "unknown error"))
+        return results
+
+    def _ok_line(self, episode: Episode, chat: Chat, response: str | None, seconds: float) -> Result:
+        prompt = render_text(chat)
+        fields = {
+            "response": response.strip() if isinstance(response, str) else None,
+            "status": "ok",
+            "error": None,
+            "seconds": round(seconds, 6),
+            "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
+            "audio_sha256": audio_sha256(chat),
+            "prompt": prompt,
+            "audio_paths": [item.audio.path for item in chat.items],
+        }
+        return self._result(episode, fields)
+
+    def _error_line(self, episode: Episode, error: str) -> Result:
+        fields = {
+            "response": None,
+            "status": "error",
+            "error": error,
+            "seconds": None,
+            "prompt_sha256": None,
+            "audio_sha256": None,
+            "prompt": None,
+            "audio_paths": [clip.audio_path for clip in episode.clips()],
+        }
+        return self._result(episode, fields)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _batches(items: Sequence[Episode], size: int) -> Iterator[Sequence[Episode]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _validate(options: RunOptions) -> None:
+    if options.batch_size < 1:
+        raise AudioICLError(f"--batch-size must be at least 1, got {options.batch_size}")
+    if options.max_new_tokens < 1:
+        raise AudioICLError(f"--max-new-tokens must be at least 1, got {options.max_new_tokens}")
+    if options.limit is not None and options.limit < 0:
+        raise AudioICLError(f"--limit must not be negative, got {options.limit}")
+
+
+def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
+    """Run ``options.model`` over the selected episodes of every k; see the module docstring."""
+    _validate(options)
+    metas = _meta_files(options)
+    selected: dict[int, list[Episode]] = {}
+    for k, path in metas.items():
+        episodes = _read_episodes(path)
+        if options.tasks is not None:
+            _check_tasks(options.tasks, {ep.task for ep in episodes})
+        selected[k] = select_episodes(episodes, options.tasks, options.limit, options.shard)
+    prompt_set = load_prompt_set(options.prompts) if options.prompts else PromptSet()
+    bank = load_morse_bank(options.data, options.morse_bank)
+    backend = load_backend(options.model, seed=options.seed, **options.backend_options)
+    family = getattr(backend, "family", None) or system_family(parse_model_spec(options.model).name)
+
+    folder = options.folder
+    folder.mkdir(parents=True, exist_ok=True)
+    record = _run_record(options, backend, metas)
+    _check_resume(folder / RUN_FILE, record)
+
+    locks = [FileLock(folder / results_name(options.model_name, k)) for k in selected]
+    acquired: list[FileLock] = []
+    try:
+        for lock in locks:
+            lock.acquire()
+            acquired.append(lock)
+            if lock.taken_over:
+                report(f"warning: took over the stale lock {lock.lock} of dead process {lock.taken_over.pid}")
+        _write_json(folder / RUN_FILE, record)
+        summaries = []
+        for k, episodes in selected.items():
+            runner = BatchRunner(options, backend, prompt_set, family, bank, k)
+            summaries.append(_run_k(runner, episodes, folder / results_name(options.model_name, k), report))
+    finally:
+        for lock in acquired:
+            lock.release()
+    return RunSummary(tuple(summaries))
+
+
+def _run_k(runner: BatchRunner, episodes: list[Episode], path: Path, report: Report) -> KSummary:
+    log = ResultsLog.open(path)
+    summary = KSummary(runner.k, path, selected=len(episodes), repaired=log.repaired)
+    if log.repaired:
+        report(f"warning: {log.repaired}")
+    wanted = {ep.id for ep in episodes}
+    done = log.done_ids()
+    summary.earlier_errors = sum(
+        1 for line in log.existing if line.id in wanted and line.data.get("status") == "error"
+    )
+    pending = [ep for ep in episodes if ep.id not in done]
+    summary.skipped = len(episodes) - len(pending)
+    try:
+        with tqdm(total=len(pending), desc=f"k={runner.k}", unit="ep", disable=None) as bar:
+            for batch in _batches(pending, runner.options.batch_size):
+                results = runner.run(batch)
+                log.append(results)
+                summary.written += len(results)
+                summary.errors += sum(1 for r in results if r.extra.get("status") == "error")
+                bar.update(len(batch))
+    finally:
+        log.close()
+    return summary

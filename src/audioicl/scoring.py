@@ -1,0 +1,550 @@
+"""Scoring results against ground truth: the original's rules per task (SPEC §5), aggregation, CSV output.
+
+The default numbers reproduce the original evaluation script exactly, quirks included (``"3.5"`` reads as 5,
+``"not normal"`` reads as normal, a null ``gt`` and an empty response are equal under the text rule).
+Our additions never change them: unparsed responses counted separately (they stay in the denominator),
+Wilson intervals, and an opt-in strict mode that only accepts a response that is the bare answer.
+
+Everything here is a plain function over typed records so the report module can reuse it:
+``find_result_files`` → ``iter_scored_lines`` → ``summarize`` → ``write_summary`` / ``read_summary``.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import AudioICLError
+
+INT_TASKS = frozenset(
+    {"AudioCount", "AudioCountHard", "AudioOperator", "AudioOperatorHard", "AudioLength", "AudioLengthHard"}
+)
+ANOMALY_TASK = "AnomalyDetect"
+REMAP_TASK = "AudioRemap"
+REMAP_LENGTH = 3
+SUMMARY_HEADER = ("model", "shots", "task", "accuracy", "n")
+DETAIL_HEADER = (*SUMMARY_HEADER, "correct", "unparsed", "ci_low", "ci_high", "scoring")
+
+_INT_RE = re.compile(r"[-+]?\d+")
+_WS_PUNCT_RE = re.compile(r"[\s\.\,\;\:\!\?\(\)\[\]\{\}\"\']+")
+_ASCII_LETTER_RE = re.compile(r"[A-Za-z]")
+_STRICT_REMAP_RE = re.compile(rf"[A-Za-z]{{{REMAP_LENGTH}}}")
+_RESULT_NAME_RE = re.compile(r"(?P<model>.+?)_results(?:_meta)?_k(?P<k>\d+)\.jsonl")
+_DECODE = json.JSONDecoder().raw_decode
+_ANOMALY_WORDS = {
+    "normal": "normal",
+    "anomalous": "anomalous",
+    "anomaly": "anomalous",
+    "abnormal": "anomalous",
+    "true": "anomalous",
+    "1": "anomalous",
+    "false": "normal",
+    "0": "normal",
+}
+_STRICT_ANOMALY_WORDS = frozenset({"normal", "anomalous"})
+
+
+# --- the per-response rules ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Verdict:
+    """Whether a response is right, whether it held a readable answer, and the answer it was read as.
+
+    ``prediction`` is an ``int`` (count/length/operator tasks), ``"normal"``/``"anomalous"``, three
+    upper-case letters (AudioRemap), or the normalised text (other tasks); ``None`` when unparsed.
+    (Not frozen: one is made per result line, and frozen dataclasses are four times slower to build.)
+    """
+
+    correct: bool
+    parsed: bool
+    prediction: object
+
+
+_UNPARSED = Verdict(False, False, None)
+_EMPTY_BUT_RIGHT = Verdict(True, False, None)
+
+
+def normalize_text(value: object) -> str:
+    """The original's normalisation: str, strip, lower-case, delete whitespace and ``.,;:!?()[]{}"'``."""
+    text = "" if value is None else str(value)
+    return _WS_PUNCT_RE.sub("", text.strip().lower())
+
+
+def last_int(value: object) -> int | None:
+    """The last match of ``[-+]?\\d+`` in the text, as int (``"3.5"`` → 5, ``"-2"`` → -2)."""
+    text = "" if value is None else str(value)
+    if text.isdecimal():  # a bare unsigned number; isdecimal is exactly the set \d matches
+        return int(text)
+    matches = _INT_RE.findall(text)
+    return int(matches[-1]) if matches else None
+
+
+def gt_int(gt: object) -> int | None:
+    """Ground truth of a numeric task: an int as is (bools too, as the original), else its last integer."""
+    return gt if isinstance(gt, int) else last_int(gt)
+
+
+def anomaly_label(value: object) -> str | None:
+    """``"normal"`` / ``"anomalous"`` / None by the original's exact words, then substrings."""
+    text = normalize_text(value)
+    label = _ANOMALY_WORDS.get(text)
+    if label is not None:
+        return label
+    if "anomal" in text or "abnorm" in text:
+        return "anomalous"
+    if "normal" in text:
+        return "normal"
+    return None
+
+
+def remap_letters(value: object) -> str | None:
+    """The ASCII letters of the text, upper-cased, if there are exactly three of them."""
+    if value is None:
+        return None
+    letters = "".join(_ASCII_LETTER_RE.findall(str(value))).upper()
+    return letters if len(letters) == REMAP_LENGTH else None
+
+
+def _strict_int(response: object) -> int | None:
+    text = str(response).strip()
+    return int(text) if _INT_RE.fullmatch(text) else None
+
+
+def _strict_anomaly(response: object) -> str | None:
+    text = str(response).strip().lower()
+    return text if text in _STRICT_ANOMALY_WORDS else None
+
+
+def _strict_remap(response: object) -> str | None:
+    text = str(response).strip()
+    return text.upper() if _STRICT_REMAP_RE.fullmatch(text) else None
+
+
+def _strict_text(response: object) -> str | None:
+    text = str(response).strip().lower()
+    return text if text and not _WS_PUNCT_RE.search(text) else None
+
+
+def _memoised(read: Callable[[object], object]) -> Callable[[object], object]:
+    """``read`` with a cache: a result file holds a handful of distinct ground-truth labels per task.
+    Typed, so that 1, 1.0 and True stay apart (``gt_int`` reads them differently)."""
+    cached = functools.lru_cache(maxsize=4096, typed=True)(read)
+
+    def read_gt(gt: object) -> object:
+        try:
+            return cached(gt)
+        except TypeError:  # unhashable (a list or an object as gt)
+            return read(gt)
+
+    return read_gt
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one task reads a response and its ground truth; ``None`` from either means unreadable."""
+
+    read_response: Callable[[object], object]
+    read_gt: Callable[[object], object]
+
+    def judge(self, response: object, gt: object) -> Verdict:
+        if response is None:
+            return _UNPARSED
+        prediction = self.read_response(response)
+        if prediction is None:
+            return _UNPARSED
+        if prediction == "":  # the text rule: unparsed, yet right when gt is empty too (as the original)
+            return _EMPTY_BUT_RIGHT if self.read_gt(gt) == "" else _UNPARSED
+        return Verdict(prediction == self.read_gt(gt), True, prediction)
+
+
+_GT_INT, _GT_ANOMALY = _memoised(gt_int), _memoised(anomaly_label)
+_GT_REMAP, _GT_TEXT = _memoised(remap_letters), _memoised(normalize_text)
+_RULES: dict[str, Rule] = {
+    **dict.fromkeys(INT_TASKS, Rule(last_int, _GT_INT)),
+    ANOMALY_TASK: Rule(anomaly_label, _GT_ANOMALY),
+    REMAP_TASK: Rule(remap_letters, _GT_REMAP),
+}
+_STRICT_RULES: dict[str, Rule] = {
+    **dict.fromkeys(INT_TASKS, Rule(_strict_int, _GT_INT)),
+    ANOMALY_TASK: Rule(_strict_anomaly, _GT_ANOMALY),
+    REMAP_TASK: Rule(_strict_remap, _GT_REMAP),
+}
+_TEXT_RULE = Rule(normalize_text, _GT_TEXT)
+_STRICT_TEXT_RULE = Rule(_strict_text, _GT_TEXT)
+
+
+def rule_for(task: str, *, strict: bool = False) -> Rule:
+    """The original's rule for ``task`` (SPEC §5): numeric, anomaly, remap, else normalised text."""
+    if strict:
+        return _STRICT_RULES.get(task, _STRICT_TEXT_RULE)
+    return _RULES.get(task, _TEXT_RULE)
+
+
+def judge(task: str, response: str | None, gt: object, *, strict: bool = False) -> Verdict:
+    """Score one response by the original's rule for ``task`` (SPEC §5); a null response is wrong.
+
+    ``strict=True`` (never the default) accepts only a response that is the bare answer: an integer,
+    ``normal``/``anomalous``, three letters, or the word itself (case and surrounding whitespace aside).
+    Anything strict accepts as correct, the default accepts too.
+    """
+    return rule_for(task, strict=strict).judge(response, gt)
+
+
+def wilson_interval(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for ``correct`` of ``n`` (95% by default); ``(0, 1)`` when n is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = correct / n
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+# --- finding result files ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    path: Path
+    model: str
+    shots: int
+
+
+def parse_result_name(name: str) -> tuple[str, int] | None:
+    """``<model>_results[_meta]_k<k>.jsonl`` → (model, k), model the shortest prefix that fits."""
+    match = _RESULT_NAME_RE.fullmatch(name)
+    return (match["model"], int(match["k"])) if match else None
+
+
+def find_result_files(
+    root: Path, *, models: Iterable[str] | None = None, shots: Iterable[int] | None = None
+) -> list[ResultFile]:
+    """Result files anywhere under ``root``, in sorted path order (the original's), optionally filtered."""
+    root = Path(root)
+    if not root.is_dir():
+        raise AudioICLError("results folder does not exist or is not a folder", file=str(root))
+    wanted_models = None if models is None else set(models)
+    wanted_shots = None if shots is None else set(shots)
+    found = []
+    for path in sorted(root.rglob("*.jsonl")):
+        parsed = parse_result_name(path.name)
+        if parsed is None or not path.is_file():
+            continue
+        model, k = parsed
+        if (wanted_models is None or model in wanted_models) and (wanted_shots is None or k in wanted_shots):
+            found.append(ResultFile(path, model, k))
+    return found
+
+
+# --- reading and scoring result lines ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResultKeys:
+    """Which JSON keys hold the response, ground truth, task and id (the original's options)."""
+
+    response: str = "response"
+    gt: str = "gt"
+    task: str = "task"
+    id: str = "id"
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    keys: ResultKeys = field(default_factory=ResultKeys)
+    strict: bool = False
+    skip_bad_lines: bool = False
+
+
+@dataclass(slots=True)
+class ScoredLine:
+    """One non-blank result line and its verdict; ``malformed`` lines (only with ``skip_bad_lines``) are wrong."""
+
+    model: str
+    shots: int
+    file: Path
+    line: int
+    id: object
+    task: str
+    response: object
+    gt: object
+    verdict: Verdict
+    malformed: bool = False
+
+
+def _read_lines(path: Path) -> list[str]:
+    """The file's lines as the original's text-mode reading sees them (``\\n``, ``\\r\\n`` and ``\\r`` end
+    a line; ``str.splitlines`` would also split on characters JSON strings may hold, such as U+2028)."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise AudioICLError(f"not UTF-8 text ({exc.reason})", file=str(path), line=line) from None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.split("\n")
+
+
+def _id_in_text(text: str, key: str) -> str | None:
+    """Best effort: the id of a line that is not valid JSON, for the error message."""
+    match = re.search(re.escape(json.dumps(key)) + r'\s*:\s*"([^"\\]{1,200})"', text)
+    return match[1] if match else None
+
+
+def _line_problem(text: str, response_key: str) -> tuple[dict | None, str]:
+    """What is wrong with a result line that failed the fast checks, and the object if there was one."""
+    try:
+        record, end = _DECODE(text)
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc.msg} at column {exc.colno})"
+    if end != len(text):
+        return None, f"not one JSON value: extra data at column {end + 1}"
+    if not isinstance(record, dict):
+        return None, f"not a JSON object but {type(record).__name__}"
+    return record, f"no {response_key!r} key"
+
+
+def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()) -> Iterator[ScoredLine]:
+    """Score every non-blank line of one result file, in order.
+
+    A malformed line (not JSON, not an object, no response key; a half-written last line is one too)
+    raises ``AudioICLError`` naming file, line and id, unless ``options.skip_bad_lines``: then it is
+    yielded as a wrong, unparsed ``ScoredLine`` with ``malformed=True`` and stays in n (under its task
+    when the line is an object that names one, else under the empty task).
+    """
+    response_key, gt_key, task_key, id_key = (
+        options.keys.response,
+        options.keys.gt,
+        options.keys.task,
+        options.keys.id,
+    )
+    rules = _STRICT_RULES if options.strict else _RULES
+    fallback = _STRICT_TEXT_RULE if options.strict else _TEXT_RULE
+    decode = _DECODE  # json.loads without its whitespace handling (the lines are stripped): 2-3x faster
+    model, shots, path = result.model, result.shots, result.path
+    for number, raw in enumerate(_read_lines(path), 1):
+        text = raw.strip()
+        if not text:
+            continue
+        try:
+            record, end = decode(text)
+        except json.JSONDecodeError:
+            record = end = None
+        if end != len(text) or type(record) is not dict or response_key not in record:
+            record, problem = _line_problem(text, response_key)
+            episode = _id_in_text(text, id_key) if record is None else record.get(id_key)
+            if not options.skip_bad_lines:
+                raise AudioICLError(
+                    f"malformed result line: {problem}",
+                    file=str(path),
+                    line=number,
+                    id=None if episode is None else str(episode),
+                )
+            task = "" if record is None else str(record.get(task_key, ""))
+            yield ScoredLine(model, shots, path, number, episode, task, None, None, _UNPARSED, True)
+            continue
+        task = str(record.get(task_key, ""))
+        response = record[response_key]
+        gt = record.get(gt_key)
+        verdict = rules.get(task, fallback).judge(response, gt)
+        yield ScoredLine(model, shots, path, number, record.get(id_key), task, response, gt, verdict)
+
+
+# --- aggregation ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """Accuracy of one model at one k on one task. ``correct`` and ``unparsed`` are None when unknown
+    (a summary CSV read back holds only accuracy and n)."""
+
+    model: str
+    shots: int
+    task: str
+    accuracy: float
+    n: int
+    correct: int | None = None
+    unparsed: int | None = None
+
+    def interval(self, z: float = 1.96) -> tuple[float, float]:
+        """Wilson interval; from a read-back summary the count is ``round(accuracy * n)``, exact while
+        n < 1,000,000 (accuracy has six decimals)."""
+        correct = self.correct if self.correct is not None else round(self.accuracy * self.n)
+        return wilson_interval(correct, self.n, z)
+
+
+@dataclass
+class Scoring:
+    """What ``score_files`` found: summary rows in output order, malformed lines counted as wrong, and
+    (when asked) every scored line grouped by (model, shots) for the per-example files."""
+
+    rows: list[SummaryRow]
+    malformed: int = 0
+    examples: dict[tuple[str, int], list[ScoredLine]] = field(default_factory=dict)
+
+
+def score_files(
+    files: Iterable[ResultFile], options: ScoreOptions = ScoreOptions(), *, keep_examples: bool = False
+) -> Scoring:
+    """Score result files and aggregate per (model, shots, task); same model and k in several files add up."""
+    counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed]
+    examples: dict[tuple[str, int], list[ScoredLine]] = {}
+    malformed = 0
+    for result in files:
+        kept = examples.setdefault((result.model, result.shots), []) if keep_examples else None
+        per_task: dict[str, list[int]] = {}
+        for scored in iter_scored_lines(result, options):
+            count = per_task.get(scored.task)
+            if count is None:
+                count = per_task[scored.task] = [0, 0, 0]
+            verdict = scored.verdict
+            count[0] += verdict.correct
+            count[1] += 1
+            count[2] += not verdict.parsed
+            malformed += scored.malformed
+            if kept is not None:
+                kept.append(scored)
+        for task, (correct, n, unparsed) in per_task.items():
+            total = counts.setdefault((result.model, result.shots, task), [0, 0, 0])
+            total[0] += correct
+            total[1] += n
+            total[2] += unparsed
+    rows = [
+        SummaryRow(model, shots, task, correct / n, n, correct, unparsed)
+        for (model, shots, task), (correct, n, unparsed) in sorted(counts.items())
+    ]
+    return Scoring(rows, malformed, {key: lines for key, lines in examples.items() if lines})
+
+
+# --- CSV files and the table ---------------------------------------------------------------------------
+
+
+def write_summary(path: Path, rows: Iterable[SummaryRow]) -> None:
+    """The original's summary CSV: ``model,shots,task,accuracy,n``, csv defaults (CRLF), 6 decimals."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(SUMMARY_HEADER)
+        writer.writerows((r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n) for r in rows)
+
+
+def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False) -> None:
+    """Summary plus correct, unparsed, 95% Wilson interval and the scoring mode (``original``/``strict``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "strict" if strict else "original"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(DETAIL_HEADER)
+        for r in rows:
+            low, high = r.interval()
+            writer.writerow(
+                (r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n, r.correct, r.unparsed)
+                + (f"{low:.6f}", f"{high:.6f}", mode)
+            )
+
+
+def per_example_path(folder: Path, model: str, shots: int) -> Path:
+    return Path(folder) / f"{model}_k{shots}.csv"
+
+
+def write_per_example(folder: Path, scoring: Scoring, *, keep_text: bool = False) -> list[Path]:
+    """One CSV per (model, shots): ``id,task,correct`` (0/1), plus the original's ``gt,pred`` with
+    ``keep_text``; rows in file then line order."""
+    written = []
+    for (model, shots), lines in scoring.examples.items():
+        path = per_example_path(folder, model, shots)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(
+                ("id", "task", "correct", "gt", "pred") if keep_text else ("id", "task", "correct")
+            )
+            for s in lines:
+                row = [s.id, s.task, int(s.verdict.correct)]
+                if keep_text:
+                    row += ["" if s.gt is None else s.gt, "" if s.response is None else s.response]
+                writer.writerow(row)
+        written.append(path)
+    return written
+
+
+def read_summary(path: Path) -> list[SummaryRow]:
+    """Rows of a summary CSV (or of a detail CSV, which adds correct and unparsed), in file order."""
+    path = Path(path)
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise AudioICLError(f"cannot read summary: {exc.strerror}", file=str(path)) from None
+    with handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None or tuple(header[:5]) != SUMMARY_HEADER:
+            raise AudioICLError(
+                f"not a summary CSV: header must start {','.join(SUMMARY_HEADER)}", file=str(path)
+            )
+        detail = tuple(header[: len(DETAIL_HEADER) - 3]) == DETAIL_HEADER[:-3]
+        rows = []
+        for record in reader:
+            if not record:
+                continue
+            try:
+                model, shots, task, accuracy, n = record[:5]
+                rows.append(
+                    SummaryRow(
+                        model,
+                        int(shots),
+                        task,
+                        float(accuracy),
+                        int(n),
+                        int(record[5]) if detail else None,
+                        int(record[6]) if detail else None,
+                    )
+                )
+            except (ValueError, IndexError):
+                raise AudioICLError(
+                    f"bad summary row {record!r}", file=str(path), line=reader.line_num
+                ) from None
+    return rows
+
+
+def format_table(rows: Iterable[SummaryRow]) -> str:
+    """A plain-text table: model, k, task, accuracy %, 95% interval, correct/n, unparsed."""
+    header = ("model", "k", "task", "acc %", "95% CI", "correct/n", "unparsed")
+    body = []
+    for r in rows:
+        low, high = r.interval()
+        correct = r.correct if r.correct is not None else round(r.accuracy * r.n)
+        body.append(
+            (
+                r.model,
+                str(r.shots),
+                r.task or "(no task)",
+                f"{100 * r.accuracy:.1f}",
+                f"[{100 * low:.1f}, {100 * high:.1f}]",
+                f"{correct}/{r.n}",
+                "" if r.unparsed is None else str(r.unparsed),
+            )
+        )
+    widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
+    right = {1, 3, 5, 6}
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in (header, *body)
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)

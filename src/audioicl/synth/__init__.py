@@ -1,0 +1,1 @@
+"""Procedural sound sources (percussion, ambience, Morse, speech, machines), deterministic from a seed."""

@@ -1,0 +1,133 @@
+"""Shared fixtures: a tiny on-disk dataset of generated WAVs and meta files (``meta.write_meta``).
+
+``make_dataset(root)`` writes, for each of four task shapes (AudioCount: single clip; MorseCode: single
+clip plus the alphabet bank A..Z; AudioRemap: A/B/MIX clips; AnomalyDetect: Normal/Anomalous pairs with
+an ``object``), ``per_task`` episodes nested across ``ks`` (the k-shot demos are the first k of 5). Clips
+are short sine tones whose length depends on their label, so they differ in duration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from audioicl.audio import SAMPLE_RATE, write_wav
+from audioicl.meta import write_meta
+from audioicl.records import Clip, Demo, Episode, Query
+from audioicl.tasks import TASKS, episode_id
+
+WORDS = ("apple", "brick", "cloud", "dream", "eagle", "flame", "grape", "house", "index", "joker", "knife", "lemon")
+REMAP_PATTERNS = ("AAB", "ABA", "BAB", "BAA", "ABB", "BBA")
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def tone(seconds: float, freq: float = 440.0, sr: int = SAMPLE_RATE) -> np.ndarray:
+    t = np.arange(round(seconds * sr)) / sr
+    return (0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+class _Writer:
+    """Writes each clip once under ``root`` and returns its meta path."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def clip(self, rel: str, seconds: float, freq: float = 440.0) -> str:
+        path = self.root / rel
+        if not path.exists():
+            write_wav(path, tone(seconds, freq))
+        return rel
+
+
+def _count_episode(w: _Writer, index: int) -> Episode:
+    labels = [str(v) for v in np.random.default_rng(index).permutation(np.arange(1, 9))[:6]]
+
+    def clip(label: str) -> Clip:
+        rel = w.clip(f"data/audiocount/easy/snd{index}_{label}.wav", 0.05 * int(label) + 0.02 * index, 300 + 50 * index)
+        return Clip(rel, label)
+
+    demos = tuple(Demo((clip(label),)) for label in labels[:5])
+    query = clip(labels[5])
+    return Episode(episode_id(TASKS.get("AudioCount"), index), "AudioCount", demos, Query((query,), query.label))
+
+
+def _morse_episode(w: _Writer, index: int) -> Episode:
+    words = [WORDS[(index * 6 + j) % len(WORDS)] for j in range(6)]
+
+    def clip(word: str) -> Clip:
+        seconds = 0.05 + 0.01 * (sum(map(ord, word)) % 20)
+        return Clip(w.clip(f"data/MorseCode/words/wav/{word}.wav", seconds, 600), word)
+
+    demos = tuple(Demo((clip(word),)) for word in words[:5])
+    query = clip(words[5])
+    return Episode(episode_id(TASKS.get("MorseCode"), index), "MorseCode", demos, Query((query,), query.label))
+
+
+def _remap_episode(w: _Writer, index: int) -> Episode:
+    a_letter, b_letter = LETTERS[(2 * index) % 26], LETTERS[(2 * index + 7) % 26]
+    a = w.clip(f"data/one_shot/one_shot_percussive_sounds/1/a{index}.wav", 0.04, 200 + 10 * index)
+    b = w.clip(f"data/one_shot/one_shot_percussive_sounds/2/b{index}.wav", 0.06, 900 + 10 * index)
+
+    def spell(pattern: str) -> str:
+        return pattern.replace("A", a_letter.lower()).replace("B", b_letter.lower()).upper()
+
+    def mix(pattern: str) -> str:
+        return w.clip(f"data/audioremap/MIX__{pattern}__ab{index:04d}.wav", 0.15, 500)
+
+    demos = tuple(
+        Demo((Clip(a, a_letter, "A"), Clip(b, b_letter, "B"), Clip(mix(p), spell(p), "MIX")), multi=True)
+        for p in REMAP_PATTERNS[:5]
+    )
+    target = REMAP_PATTERNS[(index + 5) % 6]
+    query = Query(
+        (Clip(a, a_letter, "A"), Clip(b, b_letter, "B"), Clip(mix(target), None, "MIX")), spell(target), multi=True
+    )
+    return Episode(episode_id(TASKS.get("AudioRemap"), index), "AudioRemap", demos, query)
+
+
+def _anomaly_episode(w: _Writer, index: int) -> Episode:
+    folder = "data/anomalous/fan"
+
+    def clip(split: str, kind: str, number: int, label: str | None, role: str) -> Clip:
+        rel = w.clip(f"{folder}/{split}/section_00_{kind}_{index:02d}{number:02d}.wav", 0.2 + 0.01 * number, 120)
+        return Clip(rel, label, role)
+
+    demos = tuple(
+        Demo((clip("train", "normal", j, "Normal", "Normal"), clip("test", "anomaly", j, "Anomalous", "Anomalous")), multi=True)
+        for j in range(5)
+    )
+    label = "Anomalous" if index % 2 else "Normal"
+    kind = "anomaly" if index % 2 else "normal"
+    query = Query((clip("test", kind, 9, None, "Query"),), label, multi=True)
+    return Episode(episode_id(TASKS.get("AnomalyDetect"), index), "AnomalyDetect", demos, query, {"object": "fan"})
+
+
+BUILDERS = (_count_episode, _morse_episode, _remap_episode, _anomaly_episode)
+
+
+def make_dataset(
+    root: Path, *, per_task: int = 3, ks: tuple[int, ...] = (1, 2, 3), morse_bank: bool = True
+) -> Path:
+    """Write the tiny dataset under ``root`` (see the module docstring); returns ``root``."""
+    w = _Writer(root)
+    episodes = [build(w, index) for build in BUILDERS for index in range(per_task)]
+    if morse_bank:
+        for number, letter in enumerate(LETTERS):
+            w.clip(f"data/MorseCode/alphabet/{letter}.wav", 0.03 + 0.002 * number, 600)
+    for k in ks:
+        write_meta(root / "meta" / f"meta_k{k}.jsonl", [ep.with_shots(k) for ep in episodes])
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory) -> Path:
+    """A read-only tiny dataset shared by the session (copy it before changing anything)."""
+    return make_dataset(tmp_path_factory.mktemp("tiny_dataset"))
+
+
+@pytest.fixture
+def fresh_dataset(tmp_path) -> Path:
+    """A private tiny dataset (k = 1 and 2) that a test may change."""
+    return make_dataset(tmp_path / "dataset", ks=(1, 2))

@@ -1,0 +1,349 @@
+"""Tests of audioicl.report: chance levels, the accuracy table, example selection, the HTML page."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from audioicl.audio import write_wav
+from audioicl.errors import AudioICLError
+from audioicl.report import ReportOptions, write_report
+from audioicl.report.accuracy import chance_level, load_grid
+from audioicl.report.examples import interleave, read_scored, select_examples
+from audioicl.report.tables import accuracy_table, markdown_table
+
+SUMMARY = """model,shots,task,accuracy,n\r
+modelA,1,AudioCount,0.500000,100\r
+modelA,1,MorseCode,0.000000,100\r
+modelA,1,AudioRemap,0.200000,100\r
+modelA,1,AnomalyDetect,0.550000,100\r
+modelA,3,AudioCount,0.700000,100\r
+modelA,3,MorseCode,0.100000,100\r
+modelA,3,AudioRemap,0.300000,100\r
+modelA,3,AnomalyDetect,0.600000,100\r
+modelB,1,AudioCount,0.250000,100\r
+modelB,1,MorseCode,0.010000,100\r
+modelB,1,AudioRemap,0.150000,100\r
+modelB,3,AudioCount,0.400000,100\r
+modelB,3,MorseCode,0.050000,100\r
+modelB,3,AudioRemap,0.250000,100\r
+modelB,3,AnomalyDetect,0.500000,100\r
+"""
+TASKS = ("AudioCount", "MorseCode", "AudioRemap", "AnomalyDetect")
+COUNT_PROMPT = (
+    "system: You are a helpful assistant.\nuser: Count the hits.\n\n"
+    "[Demo Audio 1] <audio> Label: 2\n[Demo Audio 2] <audio> Label: 3\n[Demo Audio 3] <audio> Label: 1\n"
+    "[Query Audio] <audio> Label:"
+)
+ANOMALY_PROMPT = (
+    "user: Normal or anomalous?\n\n[Demo 1 Normal] <audio>\n[Demo 1 Anomalous] <audio>\n[Query] <audio>"
+)
+NASTY = "<script>alert(1)</script> 5"
+
+
+def tone(seconds: float, hz: float, sr: int = 16000) -> np.ndarray:
+    t = np.arange(int(seconds * sr)) / sr
+    return (0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
+
+
+def result_line(episode: str, task: str, response: str | None, gt: str, k: int, model: str, **extra) -> str:
+    record = {
+        "id": episode,
+        "task": task,
+        "response": response,
+        "gt": gt,
+        "status": "ok",
+        "k": k,
+        "model": model,
+    }
+    return json.dumps({**record, **extra}) + "\n"
+
+
+def write_inputs(root: Path) -> tuple[Path, Path, Path]:
+    """A summary CSV, a results folder (two models, run.json) and a data root with a few WAVs.
+
+    AudioCount at k=3: episode 1 solved by modelA only, 2 unsolved (modelB's response is HTML), 3 solved.
+    AnomalyDetect at k=1 (modelA): two episodes, one of whose clips is missing on disk.
+    MorseCode lines carry only the original's four fields. AudioRemap has no results.
+    """
+    scores = root / "summary.csv"
+    scores.write_bytes(SUMMARY.encode())
+    data = root / "data_root"
+    count_clips = [f"data/audiocount/easy/s_{i}.wav" for i in range(4)]
+    for i, rel in enumerate(count_clips):
+        write_wav(data / rel, tone(0.25, 300 + 100 * i), 16000)
+    # a 44.1 kHz stereo float clip (write_wav writes only mono PCM16): the page must carry it as 16 kHz mono
+    stereo = np.stack([tone(0.2, 440, 44100)] * 2, axis=1)
+    (data / "data/anomalous/fan/train").mkdir(parents=True)
+    sf.write(data / "data/anomalous/fan/train/normal_0.wav", stereo, 44100, subtype="FLOAT")
+    write_wav(data / "data/anomalous/fan/test/anomaly_0.wav", tone(0.2, 880), 16000)
+    write_wav(data / "data/anomalous/fan/test/query_0.wav", tone(0.2, 660), 16000)
+    anomaly_clips = [
+        "data/anomalous/fan/train/normal_0.wav",
+        "data/anomalous/fan/test/anomaly_0.wav",
+        "data/anomalous/fan/test/query_0.wav",
+    ]
+    missing = [*anomaly_clips[:2], "data/anomalous/fan/test/query_missing.wav"]
+
+    results = root / "results"
+    results.mkdir()
+    (results / "run.json").write_text(json.dumps({"data": str(data), "model": "builtin:random"}))
+    count = {"prompt": COUNT_PROMPT, "audio_paths": count_clips}
+    a3 = [
+        result_line("AudioICL00001", "AudioCount", "2", "2", 3, "modelA", **count),
+        result_line("AudioICL00002", "AudioCount", "7", "4", 3, "modelA", **count),
+        result_line("AudioICL00003", "AudioCount", "Answer: 3", "3", 3, "modelA", **count),
+        result_line("AudioICL01801", "MorseCode", "hello", "hello", 3, "modelA"),
+    ]
+    b3 = [
+        result_line("AudioICL00003", "AudioCount", "three", "3", 3, "modelB", **count),
+        result_line("AudioICL00002", "AudioCount", NASTY, "4", 3, "modelB", **count),
+        "\n",
+        result_line(
+            "AudioICL00001", "AudioCount", None, "2", 3, "modelB", status="error", error="timeout", **count
+        ),
+    ]
+    a1 = [
+        result_line("AudioICL00001", "AudioCount", "1", "1", 1, "modelA", **count),
+        result_line(
+            "AudioICL02401",
+            "AnomalyDetect",
+            "normal",
+            "Normal",
+            1,
+            "modelA",
+            prompt=ANOMALY_PROMPT,
+            audio_paths=anomaly_clips,
+        ),
+        result_line(
+            "AudioICL02402",
+            "AnomalyDetect",
+            "normal",
+            "Anomalous",
+            1,
+            "modelA",
+            prompt=ANOMALY_PROMPT,
+            audio_paths=missing,
+        ),
+    ]
+    (results / "modelA_results_k3.jsonl").write_text("".join(a3))
+    (results / "sub").mkdir()
+    (results / "sub" / "modelB_results_k3.jsonl").write_text("".join(b3))
+    (results / "modelA_results_k1.jsonl").write_text("".join(a1))
+    return scores, results, data
+
+
+class PageParser(HTMLParser):
+    """Counts tags and collects attributes and text of the report page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.table_stack: list[str] = []
+        self.accuracy_rows = 0
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        self.tags.append((tag, attributes))
+        if tag == "table":
+            self.table_stack.append(attributes.get("class") or "")
+        if tag == "tr" and self.table_stack and self.table_stack[-1] == "accuracy":
+            self.accuracy_rows += 1
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.table_stack.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    def count(self, tag: str) -> int:
+        return sum(1 for t, _ in self.tags if t == tag)
+
+    def attrs(self, tag: str) -> list[dict[str, str | None]]:
+        return [a for t, a in self.tags if t == tag]
+
+
+def parse_page(path: Path) -> PageParser:
+    parser = PageParser()
+    parser.feed(path.read_text(encoding="utf-8"))
+    parser.close()
+    return parser
+
+
+# --- chance levels and the table --------------------------------------------------------------------------
+
+
+def test_chance_levels_follow_the_label_spaces():
+    assert chance_level("AudioCount").value == pytest.approx(1 / 8)
+    assert chance_level("AudioLengthHard").value == pytest.approx(1 / 21)
+    assert chance_level("AnomalyDetect").value == pytest.approx(0.5)
+    assert chance_level("AudioRemap").value == pytest.approx(1 / 6)
+    assert chance_level("MorseCode").value == 0.0
+    assert "open vocabulary" in chance_level("MorseCode").note
+    assert chance_level("NoSuchTask").value is None
+
+
+def test_table_rows_columns_and_wilson_cells(tmp_path):
+    scores, _, _ = write_inputs(tmp_path)
+    grid = load_grid(scores)
+    assert grid.tasks == TASKS  # benchmark order, not alphabetical
+    assert grid.models == ("modelA", "modelB") and grid.shots == (1, 3)
+    table = accuracy_table(grid)
+    assert table.columns == (("modelA", 1), ("modelA", 3), ("modelB", 1), ("modelB", 3))
+    assert [row.label for row in table.rows] == [*TASKS, "mean over tasks"]
+    # 50 of 100: Wilson 95% interval [40.4, 59.6]
+    assert table.rows[0].cells[0].text == "50.0% [40.4, 59.6]"
+    assert table.rows[0].chance == "12.5%"
+    assert table.rows[1].chance == "≈ 0"
+    anomaly = table.rows[3]
+    assert anomaly.cells[2].text == "–"  # modelB has no AnomalyDetect row at k=1
+    mean = table.rows[4]
+    assert mean.cells[0].text == "31.2%"  # (50 + 0 + 20 + 55) / 4 = 31.25
+    assert mean.cells[2].text == "13.7% (3/4 tasks)"  # (25 + 1 + 15) / 3
+    lines = markdown_table(table).splitlines()
+    assert len(lines) == 2 + len(TASKS) + 1
+    assert lines[0] == "| task | chance | modelA k=1 | modelA k=3 | modelB k=1 | modelB k=3 |"
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "words"),
+    [
+        (b"", 1, "header"),
+        (b"model,shots,task,accuracy\r\nm,1,AudioCount,0.5\r\n", 1, "header"),
+        (b"model,shots,task,accuracy,n\r\n", 2, "no rows"),
+        (b"model,shots,task,accuracy,n\r\nm,1,AudioCount,0.5,10\r\nm,x,AudioCount,0.5,10\r\n", 3, "bad"),
+        (
+            b"model,shots,task,accuracy,n\r\nm,1,AudioCount,0.5,10\r\nm,1,AudioCount,0.6,10\r\n",
+            3,
+            "second row",
+        ),
+        (b"model,shots,task,accuracy,n\r\nm,1,AudioCount,1.5,10\r\n", 2, "accuracy"),
+    ],
+)
+def test_bad_summary_names_file_and_line(tmp_path, content, line, words):
+    path = tmp_path / "summary.csv"
+    path.write_bytes(content)
+    with pytest.raises(AudioICLError) as caught:
+        load_grid(path)
+    assert caught.value.file == str(path) and caught.value.line == line
+    assert words in caught.value.message
+
+
+def test_missing_summary_names_the_file(tmp_path):
+    with pytest.raises(AudioICLError) as caught:
+        load_grid(tmp_path / "nope.csv")
+    assert caught.value.file == str(tmp_path / "nope.csv")
+
+
+# --- example selection ------------------------------------------------------------------------------------
+
+
+def test_interleave_alternates_and_fills_in():
+    assert interleave(["s1", "s2", "s3"], ["u1"], 4) == ["s1", "u1", "s2", "s3"]
+    assert interleave([], ["u1", "u2"], 3) == ["u1", "u2"]
+    assert interleave(["s1"], ["u1"], 1) == ["s1"]
+
+
+def test_examples_come_from_the_highest_k_solved_first(tmp_path):
+    _, results, data = write_inputs(tmp_path)
+    chosen = select_examples(read_scored(results), 2, results)
+    assert list(chosen) == ["AudioCount", "MorseCode", "AnomalyDetect"]
+    count = chosen["AudioCount"]
+    assert [e.id for e in count] == ["AudioICL00001", "AudioICL00002"]  # first solved, first unsolved
+    assert {e.k for e in count} == {3}
+    first = count[0]
+    assert first.solved and [a.model for a in first.answers] == ["modelA", "modelB"]
+    assert [a.verdict.correct for a in first.answers] == [True, False]
+    assert first.answers[1].response is None and first.answers[1].error == "timeout"
+    assert first.data_root == data  # from run.json
+    assert first.prompt == COUNT_PROMPT and len(first.audio_paths) == 4
+    assert not count[1].solved
+    morse = chosen["MorseCode"][0]
+    assert morse.prompt is None and morse.audio_paths is None
+    anomaly = chosen["AnomalyDetect"]
+    assert [e.id for e in anomaly] == ["AudioICL02401", "AudioICL02402"] and anomaly[0].k == 1
+    override = select_examples(read_scored(results), 1, results, data=tmp_path / "elsewhere")
+    assert override["AudioCount"][0].data_root == tmp_path / "elsewhere"
+
+
+def test_malformed_result_line_names_file_and_line(tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "m_results_k1.jsonl").write_text(
+        result_line("AudioICL00001", "AudioCount", "1", "1", 1, "m") + "{oops\n"
+    )
+    with pytest.raises(AudioICLError) as caught:
+        read_scored(folder)
+    assert caught.value.line == 2 and caught.value.file.endswith("m_results_k1.jsonl")
+
+
+# --- the whole report -------------------------------------------------------------------------------------
+
+
+def test_report_files_and_html_structure(tmp_path):
+    scores, results, _ = write_inputs(tmp_path)
+    out = tmp_path / "report"
+    files = write_report(ReportOptions(scores=scores, out=out, results=results, examples=3))
+
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["overview.png", "report.md", "report.html", *(f"accuracy_{t}.png" for t in TASKS)]
+    )
+    for png in out.glob("*.png"):
+        assert png.read_bytes().startswith(b"\x89PNG")
+    markdown = files.markdown.read_text()
+    assert "| AudioCount | 12.5% | 50.0% [40.4, 59.6]" in markdown and "(overview.png)" in markdown
+
+    page = parse_page(files.html)
+    assert page.count("img") == len(TASKS) + 1
+    assert all(a["src"].startswith("data:image/png;base64,") for a in page.attrs("img"))
+    # AudioCount: 3 examples x 4 clips; AnomalyDetect: 2 examples x 3 clips, one missing; MorseCode: none recorded
+    audio = page.attrs("audio")
+    assert len(audio) == 3 * 4 + 2 * 3 - 1
+    assert all(a["src"].startswith("data:audio/wav;base64,") and "controls" in a for a in audio)
+    assert page.accuracy_rows == 2 + len(TASKS) + 1  # two header rows, tasks, mean
+    assert page.count("article") == 3 + 1 + 2
+    text = "".join(page.text)
+    assert "missing audio" in text and "query_missing.wav" in text
+    assert "prompt not recorded" in text
+    assert "No result lines for this task." in text  # AudioRemap
+    assert NASTY in text and page.count("script") == 0  # shown as text, never as markup
+    html_text = files.html.read_text()
+    assert "http://" not in html_text and "https://" not in html_text and "<link" not in html_text
+
+    # the 44.1 kHz stereo clip is carried as 16 kHz mono PCM16
+    anomaly_uris = [a["src"] for a in audio if a["title"] == "data/anomalous/fan/train/normal_0.wav"]
+    wav = io.BytesIO(base64.b64decode(anomaly_uris[0].split(",", 1)[1]))
+    info = sf.info(wav)
+    assert (info.samplerate, info.channels, info.subtype, info.frames) == (16000, 1, "PCM_16", 3200)
+    assert files.audio_bytes > 0
+
+
+def test_audio_budget_caps_the_embedded_clips(tmp_path):
+    scores, results, _ = write_inputs(tmp_path)
+    clip_bytes = 44 + 2 * 4000  # one 0.25 s clip at 16 kHz
+    budget = 3 * 2 * clip_bytes  # 2 clips per task with examples (3 tasks share it)
+    files = write_report(
+        ReportOptions(scores=scores, out=tmp_path / "r", results=results, audio_budget=budget)
+    )
+    page = parse_page(files.html)
+    assert len(page.attrs("audio")) == 2 + 2  # AudioCount 2 clips; AnomalyDetect two 0.2 s clips fit
+    assert files.audio_bytes <= budget
+    assert "audio budget" in "".join(page.text)
+
+
+def test_report_without_results_has_no_examples(tmp_path):
+    scores, _, _ = write_inputs(tmp_path)
+    files = write_report(ReportOptions(scores=scores, out=tmp_path / "r"))
+    page = parse_page(files.html)
+    assert page.count("audio") == 0 and page.count("article") == 0
+    assert page.count("img") == len(TASKS) + 1
+    assert "pass --results" in "".join(page.text)

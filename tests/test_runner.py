@@ -1,0 +1,248 @@
+"""The runner, results log, lock, shards and the built-in floors, called as a library."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from audioicl.backends import load_backend, parse_model_spec
+from audioicl.backends.builtin import demo_labels
+from audioicl.errors import AudioICLError
+from audioicl.meta import read_meta
+from audioicl.prompts import build_chat
+from audioicl.results import FileLock, ResultsLog, iter_results, merge_shards, repair_tail
+from audioicl.runner import RunOptions, Shard, run, select_episodes
+from audioicl.tasks import TASKS
+
+
+def quiet(_message: str) -> None:
+    """A report callback that keeps messages for nobody."""
+
+
+def lines(path):
+    return [line.data for line in iter_results(path)]
+
+
+def test_model_spec_and_file_name():
+    assert parse_model_spec("builtin:oracle").file_name == "oracle"
+    assert parse_model_spec("hf:Qwen/Qwen2-Audio-7B-Instruct").file_name == "Qwen2-Audio-7B-Instruct"
+    assert parse_model_spec("hf:/models/ckpt-7/").file_name == "ckpt-7"
+    for bad in ("random", ":random", "builtin:"):
+        with pytest.raises(AudioICLError, match="BACKEND:NAME"):
+            parse_model_spec(bad)
+    with pytest.raises(AudioICLError, match="unknown backend 'nosuch'.*builtin"):
+        load_backend("nosuch:x")
+    with pytest.raises(AudioICLError, match="unknown built-in solver 'nosuch'.*random"):
+        load_backend("builtin:nosuch")
+    with pytest.raises(AudioICLError, match="no option colour"):
+        load_backend("builtin:random", colour="red")
+
+
+def test_random_is_deterministic_and_in_label_space(tiny_dataset):
+    episodes = read_meta(tiny_dataset / "meta" / "meta_k3.jsonl")
+    chats = [build_chat(ep, tiny_dataset) for ep in episodes]
+    first = load_backend("builtin:random", seed=0).generate(chats, 16)
+    again = load_backend("builtin:random", seed=0).generate(list(reversed(chats)), 16)
+    assert first == list(reversed(again))
+    other_seed = load_backend("builtin:random", seed=1).generate(chats, 16)
+    assert other_seed != first
+    for ep, chat, answer in zip(episodes, chats, first, strict=True):
+        spec = TASKS.get(ep.task)
+        if spec.labels.values:
+            assert answer in spec.labels.values
+        elif ep.task == "AudioRemap":
+            shown = {item.label for item in chat.items if item.kind == "query" and item.label}
+            assert len(answer) == 3 and set(answer) <= shown
+        else:  # MorseCode: a word of letters
+            assert answer.isalpha() and answer.islower()
+
+
+def test_majority_ties_go_to_first_shown(tiny_dataset):
+    episodes = read_meta(tiny_dataset / "meta" / "meta_k3.jsonl")
+    majority = load_backend("builtin:majority")
+    for ep in episodes:
+        chat = build_chat(ep, tiny_dataset)
+        (answer,) = majority.generate([chat], 16)
+        labels = demo_labels(chat)
+        assert labels == [d.label for d in ep.demos]
+        if ep.task == "AnomalyDetect":
+            assert answer == "Anomalous"  # every demo pair ends with its anomalous clip
+        else:  # all demo labels distinct in the fixture: the first wins
+            assert answer == labels[0]
+
+
+def test_shards_partition_the_episodes(tiny_dataset):
+    episodes = read_meta(tiny_dataset / "meta" / "meta_k1.jsonl")
+    shards = [select_episodes(episodes, shard=Shard(i, 3)) for i in (1, 2, 3)]
+    ids = [ep.id for part in shards for ep in part]
+    assert sorted(ids) == sorted(ep.id for ep in episodes)
+    assert all(shards)
+    with pytest.raises(AudioICLError):
+        Shard.parse("0/3")
+    with pytest.raises(AudioICLError):
+        Shard.parse("a/b")
+
+
+def test_select_limit_and_tasks(tiny_dataset):
+    episodes = read_meta(tiny_dataset / "meta" / "meta_k1.jsonl")
+    chosen = select_episodes(episodes, tasks=["AudioCount", "MorseCode"], limit=2)
+    assert [ep.id for ep in chosen] == ["AudioICL00001", "AudioICL00002", "AudioICL01801", "AudioICL01802"]
+
+
+def test_run_writes_every_field(tiny_dataset, tmp_path):
+    out = tmp_path / "out"
+    summary = run(RunOptions(data=tiny_dataset, model="builtin:majority", out=out, shots=(2,)), report=quiet)
+    assert summary.errors == 0
+    (k2,) = summary.ks
+    assert (k2.written, k2.skipped, k2.errors) == (12, 0, 0)
+    rows = lines(out / "majority_results_k2.jsonl")
+    episodes = read_meta(tiny_dataset / "meta" / "meta_k2.jsonl")
+    assert [r["id"] for r in rows] == [ep.id for ep in episodes]
+    for row, ep in zip(rows, episodes, strict=True):
+        assert list(row)[:4] == ["id", "task", "response", "gt"]
+        assert row["gt"] == ep.query.label
+        assert row["status"] == "ok" and row["error"] is None
+        assert row["k"] == 2 and row["model"] == "builtin:majority"
+        assert row["prompt"].startswith("system: You are a helpful assistant.\nuser: ")
+        assert row["prompt"].endswith("Label:")
+        assert row["audio_paths"][-1] == ep.query.target.audio_path
+        assert len(row["prompt_sha256"]) == len(row["audio_sha256"]) == 64
+        if ep.task == "MorseCode":  # the bank comes first
+            assert row["audio_paths"][0] == "data/MorseCode/alphabet/A.wav"
+    record = json.loads((out / "run.json").read_text())
+    assert record["model_name"] == "majority" and record["settings"]["style"] == "specific"
+    assert not (out / "majority_results_k2.jsonl.lock").exists()
+    # rerun: everything is skipped
+    again = run(RunOptions(data=tiny_dataset, model="builtin:majority", out=out, shots=(2,)), report=quiet)
+    assert (again.ks[0].written, again.ks[0].skipped) == (0, 12)
+    assert len(lines(out / "majority_results_k2.jsonl")) == 12
+
+
+def test_padding_changes_audio_not_prompt(tiny_dataset, tmp_path):
+    plain = run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path / "a", shots=(2,)), report=quiet)
+    padded = run(
+        RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path / "b", shots=(2,), pad="episode"), report=quiet
+    )
+    assert plain.errors == padded.errors == 0
+    a = lines(tmp_path / "a" / "random_results_k2.jsonl")
+    b = lines(tmp_path / "b" / "random_results_k2.jsonl")
+    assert [r["prompt_sha256"] for r in a] == [r["prompt_sha256"] for r in b]
+    assert all(x["audio_sha256"] != y["audio_sha256"] for x, y in zip(a, b, strict=True))
+
+
+def test_clip_over_backend_limit_is_an_error_line(tiny_dataset, tmp_path):
+    options = RunOptions(
+        data=tiny_dataset,
+        model="builtin:random",
+        out=tmp_path,
+        shots=(1,),
+        tasks=("AudioCount", "AnomalyDetect"),
+        backend_options={"max_clip_seconds": "0.2"},
+    )
+    summary = run(options, report=quiet)
+    rows = {r["id"]: r for r in lines(tmp_path / "random_results_k1.jsonl")}
+    anomaly = [r for r in rows.values() if r["task"] == "AnomalyDetect"]
+    assert anomaly and all(r["status"] == "error" and r["response"] is None for r in anomaly)
+    assert "the backend accepts at most 0.2 s" in anomaly[0]["error"]
+    count = [r for r in rows.values() if r["task"] == "AudioCount"]
+    assert len(count) == 3  # short clips pass, long ones fail: none skipped
+    assert summary.errors == sum(r["status"] == "error" for r in rows.values())
+
+
+def test_resume_refuses_other_settings(tiny_dataset, tmp_path):
+    run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,)), report=quiet)
+    with pytest.raises(AudioICLError, match="style: was 'specific', now 'general'"):
+        run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,), style="general"), report=quiet)
+
+
+def test_unknown_task_and_missing_k(tiny_dataset, tmp_path):
+    with pytest.raises(AudioICLError, match="unknown task.*Nope"):
+        run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, tasks=("Nope",)), report=quiet)
+    with pytest.raises(AudioICLError, match="no meta file for k=4"):
+        run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1, 4)), report=quiet)
+
+
+def test_repair_tail(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"id": "a"}\n{"id": "b"}\n{"id": "c", "resp', encoding="utf-8")
+    message = repair_tail(path)
+    assert "half-written" in message and "17 bytes" in message
+    assert path.read_text() == '{"id": "a"}\n{"id": "b"}\n'
+    assert repair_tail(path) is None
+    log = ResultsLog.open(path)
+    assert log.done_ids() == {"a", "b"}
+
+
+def test_results_log_refuses_duplicate_ids(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"id": "a"}\n{"id": "a"}\n', encoding="utf-8")
+    with pytest.raises(AudioICLError, match="id appears twice") as info:
+        ResultsLog.open(path)
+    assert info.value.line == 2
+
+
+def test_lock_live_and_stale(tmp_path):
+    path = tmp_path / "r.jsonl"
+    held = FileLock(path)
+    held.acquire()
+    with pytest.raises(AudioICLError, match=f"being written by process {os.getpid()}"):
+        FileLock(path).acquire()
+    held.release()
+    assert not held.lock.exists()
+    # a lock left by a dead process is taken over
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    held.lock.write_text(json.dumps({"host": socket.gethostname(), "pid": dead_pid}))
+    fresh = FileLock(path)
+    fresh.acquire()
+    assert fresh.taken_over is not None and fresh.taken_over.pid == dead_pid
+    assert json.loads(fresh.lock.read_text())["pid"] == os.getpid()
+    fresh.release()
+
+
+def test_batch_size_does_not_change_results(tiny_dataset, tmp_path):
+    for size in (1, 5):
+        run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path / str(size), batch_size=size), report=quiet)
+    for k in (1, 2, 3):
+        name = f"random_results_k{k}.jsonl"
+        one, five = (lines(tmp_path / size / name) for size in ("1", "5"))
+        assert [{**r, "seconds": 0} for r in one] == [{**r, "seconds": 0} for r in five]
+
+
+def test_merge_refuses_gaps_and_duplicates(tiny_dataset, tmp_path):
+    shards = []
+    for i in (1, 2, 3):
+        options = RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,), shard=Shard(i, 3))
+        run(options, report=quiet)
+        shards.append(tmp_path / f"shard-{i}-of-3")
+    merged = merge_shards(shards, tmp_path / "all", tiny_dataset)
+    assert [(m.path.name, m.lines, m.sources) for m in merged] == [("random_results_k1.jsonl", 12, 3)]
+    # copies without run.json: only the ids can tell
+    bare = []
+    for shard in shards:
+        copy = tmp_path / "bare" / shard.name
+        shutil.copytree(shard, copy)
+        (copy / "run.json").unlink()
+        bare.append(copy)
+    missing = len(lines(bare[2] / "random_results_k1.jsonl"))
+    with pytest.raises(AudioICLError, match=f"{missing} episode\\(s\\) of the dataset have no result"):
+        merge_shards(bare[:2], tmp_path / "m1", tiny_dataset)
+    merge_shards(bare[:2], tmp_path / "m2")  # without --data a gap cannot be seen
+    with pytest.raises(AudioICLError, match="id given twice") as info:
+        merge_shards([*bare, shards[0]], tmp_path / "m3")
+    assert info.value.line == 1
+    with pytest.raises(AudioICLError, match="the same shard is given twice"):
+        merge_shards([*shards, shards[0]], tmp_path / "m4")
+    held = FileLock(shards[0] / "random_results_k1.jsonl")
+    held.acquire()
+    try:
+        with pytest.raises(AudioICLError, match="still being written"):
+            merge_shards(shards, tmp_path / "m5")
+    finally:
+        held.release()

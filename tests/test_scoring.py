@@ -1,0 +1,518 @@
+"""The scorer: the original's per-task rules (SPEC §5), file discovery, aggregation, CSV bytes, bad lines."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from audioicl.errors import AudioICLError
+from audioicl.scoring import (
+    INT_TASKS,
+    ResultFile,
+    ResultKeys,
+    ScoreOptions,
+    SummaryRow,
+    find_result_files,
+    format_table,
+    iter_scored_lines,
+    judge,
+    last_int,
+    parse_result_name,
+    read_summary,
+    score_files,
+    wilson_interval,
+    write_detail,
+    write_per_example,
+    write_summary,
+)
+
+ALL_TASKS = sorted(INT_TASKS) + ["AnomalyDetect", "AudioRemap", "MorseCode", "SomethingElse", ""]
+
+
+def write_jsonl(path: Path, records: list[object], *, tail: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records) + tail
+    path.write_text(text, encoding="utf-8", newline="")
+    return path
+
+
+def line(task: str, response: object, gt: object, id: str = "AudioICL00001") -> dict:
+    return {"id": id, "task": task, "response": response, "gt": gt}
+
+
+# --- rule 1: null -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", ALL_TASKS)
+def test_null_response_is_wrong_and_unparsed_for_every_task(task):
+    verdict = judge(task, None, None)
+    assert (verdict.correct, verdict.parsed, verdict.prediction) == (False, False, None)
+    assert not judge(task, None, "3").correct
+
+
+# --- rule 2: count, length, operator tasks ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", sorted(INT_TASKS))
+@pytest.mark.parametrize(
+    ("response", "gt", "correct", "prediction"),
+    [
+        ("Answer: 3", "3", True, 3),
+        ("3", 3, True, 3),
+        ("3.5", 5, True, 5),  # the LAST integer: the original reads "3.5" as 5
+        ("3.5", 3, False, 5),
+        ("-2", "-2", True, -2),
+        ("+2", 2, True, 2),
+        ("-2", 2, False, -2),
+        ("between 2-3", -3, True, -3),
+        ("I count 4 sounds, so 7", "7", True, 7),
+        ("007", 7, True, 7),
+        ("\u0663", 3, True, 3),  # ARABIC-INDIC DIGIT THREE: \d is Unicode, as in the original
+        (7, "7", True, 7),  # a non-string response reads through str()
+    ],
+)
+def test_last_integer_rule(task, response, gt, correct, prediction):
+    verdict = judge(task, response, gt)
+    assert (verdict.correct, verdict.parsed, verdict.prediction) == (correct, True, prediction)
+
+
+@pytest.mark.parametrize("response", ["three", "", "  ", "no idea", "²"])
+def test_response_without_integer_is_unparsed(response):
+    verdict = judge("AudioCount", response, "3")
+    assert (verdict.correct, verdict.parsed, verdict.prediction) == (False, False, None)
+
+
+@pytest.mark.parametrize(
+    ("gt", "response", "correct"),
+    [
+        (7, "7", True),  # an int as is
+        ("7", "7", True),
+        ("The answer is 7", "7", True),  # else the last integer of its text
+        ("6 or 7", "6", False),
+        ("seven", "7", False),  # no integer in gt: nothing is right
+        (None, "7", False),
+        (True, "1", True),  # a bool is an int in Python: the original's quirk
+        (7.0, "7", False),  # a float is not: "7.0" → last integer 0
+        (7.0, "0", True),
+    ],
+)
+def test_ground_truth_forms(gt, response, correct):
+    assert judge("AudioCountHard", response, gt).correct is correct
+
+
+def test_last_int_fast_path_agrees_with_the_regex_for_every_decimal_digit():
+    digits = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isdecimal()]
+    assert len(digits) > 300
+    for d in digits:
+        text = d * 2
+        assert last_int(text) == int(re.findall(r"[-+]?\d+", text)[-1])
+        assert last_int(f"x{text}") == last_int(text)
+
+
+# --- rule 3: AnomalyDetect ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("response", "label"),
+    [
+        ("NORMAL.", "normal"),
+        ("Normal", "normal"),
+        ("abnormal", "anomalous"),
+        ("Anomaly", "anomalous"),
+        ("Anomalous!", "anomalous"),
+        ("true", "anomalous"),
+        ("1", "anomalous"),
+        ("false", "normal"),
+        ("0", "normal"),
+        ("not normal", "normal"),  # "notnormal": no anomal/abnorm, contains normal → normal (original rule)
+        ("no anomaly", "anomalous"),  # contains anomal
+        ("Abnormality detected", "anomalous"),
+        ("The machine sounds normal to me", "normal"),
+        ("It is N o r m a l", "normal"),  # whitespace deleted before matching
+    ],
+)
+def test_anomaly_mapping(response, label):
+    verdict = judge("AnomalyDetect", response, "Normal" if label == "normal" else "Anomalous")
+    assert (verdict.correct, verdict.parsed, verdict.prediction) == (True, True, label)
+
+
+@pytest.mark.parametrize("response", ["I don't know", "yes", "2", "", "norm"])
+def test_anomaly_unparsed(response):
+    verdict = judge("AnomalyDetect", response, "Normal")
+    assert (verdict.correct, verdict.parsed) == (False, False)
+
+
+def test_anomaly_needs_a_readable_ground_truth():
+    assert not judge("AnomalyDetect", "normal", None).correct
+    assert not judge("AnomalyDetect", "normal", "unknown").correct
+    assert not judge("AnomalyDetect", "anomalous", "Normal").correct
+
+
+# --- rule 4: AudioRemap -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("response", "prediction"),
+    [
+        ("PBP", "PBP"),
+        ("P B P", "PBP"),
+        ("pbp", "PBP"),
+        ("P-B-P.", "PBP"),
+        ("P\u00e9BP", "PBP"),  # non-ASCII letters are dropped
+        ("1P2B3P", "PBP"),
+    ],
+)
+def test_remap_reads_three_ascii_letters(response, prediction):
+    verdict = judge("AudioRemap", response, "PBP")
+    assert (verdict.correct, verdict.parsed, verdict.prediction) == (True, True, prediction)
+
+
+@pytest.mark.parametrize("response", ["PB", "PBPB", "Label: PBP", "\uff30BP", "", "123"])
+def test_remap_other_letter_counts_are_unparsed(response):
+    verdict = judge("AudioRemap", response, "PBP")
+    assert (verdict.correct, verdict.parsed, verdict.prediction) == (False, False, None)
+
+
+def test_remap_ground_truth_is_read_the_same_way():
+    assert judge("AudioRemap", "PBP", "p b p").correct
+    assert not judge("AudioRemap", "PBP", None).correct
+    assert not judge("AudioRemap", "PBP", "PB").correct
+    assert not judge("AudioRemap", "PBB", "PBP").correct
+
+
+# --- rule 5: MorseCode and everything else ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("char", list(".,;:!?()[]{}\"'"))
+def test_text_rule_deletes_each_listed_punctuation_mark(char):
+    assert judge("MorseCode", f"{char}pl{char}ant{char}", "plant").correct
+
+
+@pytest.mark.parametrize("char", ["-", "*", "`", "/", "_", "\u201c"])
+def test_text_rule_keeps_other_characters(char):
+    assert not judge("MorseCode", f"pl{char}ant", "plant").correct
+
+
+@pytest.mark.parametrize("space", [" ", "\t", "\n", "\u00a0", "\u3000", "\u2028"])
+def test_text_rule_deletes_whitespace_inside_words(space):
+    verdict = judge("MorseCode", f"  P{space}L A N{space}T  ", "plant")
+    assert (verdict.correct, verdict.parsed, verdict.prediction) == (True, True, "plant")
+
+
+@pytest.mark.parametrize("task", ["MorseCode", "SomethingElse", "", "audiocount"])
+def test_text_rule_applies_to_morse_and_any_other_task(task):
+    assert judge(task, "Plant!", "plant").correct
+    assert not judge(task, "The word is plant", "plant").correct
+
+
+def test_task_names_are_exact():
+    # lower-case "audiocount" is not a count task: it falls to the text rule
+    assert judge("AudioCount", "Answer: 3", "3").correct
+    assert not judge("audiocount", "Answer: 3", "3").correct
+
+
+def test_text_rule_empty_response_is_unparsed_but_equal_to_an_empty_gt():
+    assert judge("MorseCode", "", "plant") == judge("MorseCode", "..", "plant")
+    verdict = judge("MorseCode", "", "plant")
+    assert (verdict.correct, verdict.parsed) == (False, False)
+    # the original compares normalised strings: empty equals empty (and a null gt normalises to empty)
+    assert judge("MorseCode", " . ", None).correct
+    assert not judge("MorseCode", " . ", None).parsed
+
+
+# --- strict mode --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("task", "response", "gt", "correct", "parsed"),
+    [
+        ("AudioCount", "3", "3", True, True),
+        ("AudioCount", " -2\n", -2, True, True),
+        ("AudioCount", "3.", "3", False, False),
+        ("AudioCount", "Answer: 3", "3", False, False),
+        ("AudioCount", "4", "3", False, True),
+        ("AnomalyDetect", "Normal", "Normal", True, True),
+        ("AnomalyDetect", "ANOMALOUS", "Anomalous", True, True),
+        ("AnomalyDetect", "normal.", "Normal", False, False),
+        ("AnomalyDetect", "anomaly", "Anomalous", False, False),
+        ("AudioRemap", "pbp", "PBP", True, True),
+        ("AudioRemap", "P B P", "PBP", False, False),
+        ("MorseCode", "Plant", "plant", True, True),
+        ("MorseCode", "plant.", "plant", False, False),
+        ("MorseCode", "pl ant", "plant", False, False),
+        ("MorseCode", "", "", False, False),
+    ],
+)
+def test_strict_mode(task, response, gt, correct, parsed):
+    verdict = judge(task, response, gt, strict=True)
+    assert (verdict.correct, verdict.parsed) == (correct, parsed)
+
+
+def test_strict_correct_is_always_default_correct():
+    responses = [
+        "3",
+        "3.",
+        " 3 ",
+        "Answer: 3",
+        "normal",
+        "Normal.",
+        "anomalous",
+        "PBP",
+        "p b p",
+        "plant",
+        "Plant!",
+    ]
+    cases = [("AudioCount", "3"), ("AnomalyDetect", "Normal"), ("AnomalyDetect", "Anomalous")]
+    cases += [("AudioRemap", "PBP"), ("MorseCode", "plant")]
+    strict_hits = 0
+    for task, gt in cases:
+        for response in responses:
+            if judge(task, response, gt, strict=True).correct:
+                strict_hits += 1
+                assert judge(task, response, gt).correct, (task, response)
+    assert strict_hits == 6
+
+
+# --- Wilson interval ----------------------------------------------------------------------------------
+
+
+def test_wilson_interval_known_values():
+    low, high = wilson_interval(5, 10)
+    assert low == pytest.approx(0.23659, abs=1e-5) and high == pytest.approx(0.76341, abs=1e-5)
+    low, high = wilson_interval(0, 10)
+    assert low == 0.0 and high == pytest.approx(0.27754, abs=1e-5)
+    assert wilson_interval(10, 10)[1] == 1.0
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert wilson_interval(81, 263, z=2.576)[0] < wilson_interval(81, 263)[0]
+
+
+# --- file discovery -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "parsed"),
+    [
+        ("Qwen2-Audio-7B-Instruct_results_k3.jsonl", ("Qwen2-Audio-7B-Instruct", 3)),
+        ("m_results_meta_k2.jsonl", ("m", 2)),
+        ("m_results_k10.jsonl", ("m", 10)),
+        ("a_results_k1_results_k1.jsonl", ("a_results_k1", 1)),  # shortest prefix that makes the name match
+        ("a_results_meta_results_k4.jsonl", ("a_results_meta", 4)),
+        ("_results_k1.jsonl", None),
+        ("m_results_k.jsonl", None),
+        ("m_result_k1.jsonl", None),
+        ("m_results_k1.json", None),
+        ("m_results_k1.jsonl.bak", None),
+        ("meta_k1.jsonl", None),
+    ],
+)
+def test_parse_result_name(name, parsed):
+    assert parse_result_name(name) == parsed
+
+
+def test_find_result_files_recursive_sorted_filtered(tmp_path):
+    write_jsonl(tmp_path / "b" / "m_results_k1.jsonl", [])
+    write_jsonl(tmp_path / "a" / "deep" / "m_results_meta_k2.jsonl", [])
+    write_jsonl(tmp_path / "x_results_k1.jsonl", [])
+    write_jsonl(tmp_path / "notes.jsonl", [])
+    (tmp_path / "dir_results_k1.jsonl").mkdir()
+    found = find_result_files(tmp_path)
+    assert [(f.path.relative_to(tmp_path).as_posix(), f.model, f.shots) for f in found] == [
+        ("a/deep/m_results_meta_k2.jsonl", "m", 2),
+        ("b/m_results_k1.jsonl", "m", 1),
+        ("x_results_k1.jsonl", "x", 1),
+    ]
+    assert [f.model for f in find_result_files(tmp_path, models=["x"])] == ["x"]
+    assert [f.shots for f in find_result_files(tmp_path, shots=[2])] == [2]
+    with pytest.raises(AudioICLError, match="not a folder"):
+        find_result_files(tmp_path / "missing")
+
+
+def test_same_model_and_k_in_two_folders_count_together(tmp_path):
+    write_jsonl(tmp_path / "run1" / "m_results_k1.jsonl", [line("AudioCount", "3", "3")] * 3)
+    write_jsonl(tmp_path / "run2" / "m_results_meta_k1.jsonl", [line("AudioCount", "2", "3")])
+    rows = score_files(find_result_files(tmp_path)).rows
+    assert rows == [SummaryRow("m", 1, "AudioCount", 0.75, 4, 3, 0)]
+
+
+# --- reading lines ------------------------------------------------------------------------------------
+
+
+def score_text(tmp_path: Path, text: str | bytes, **options) -> list:
+    path = tmp_path / "m_results_k1.jsonl"
+    if isinstance(text, str):
+        text = text.encode("utf-8")
+    path.write_bytes(text)
+    return list(iter_scored_lines(ResultFile(path, "m", 1), ScoreOptions(**options)))
+
+
+def test_blank_lines_are_skipped_and_line_numbers_are_physical(tmp_path):
+    good = json.dumps(line("AudioCount", "3", "3"))
+    scored = score_text(tmp_path, f"\n{good}\n   \n\t\n{good}\n\n")
+    assert [s.line for s in scored] == [2, 5]
+
+
+def test_crlf_and_lone_cr_end_lines_but_u2028_inside_a_string_does_not(tmp_path):
+    a = json.dumps(line("MorseCode", "pl\u2028ant\u0085", "plant"), ensure_ascii=False)
+    b = json.dumps(line("AudioCount", "3", 3))
+    scored = score_text(tmp_path, f"{a}\r\n{b}\r{b}")
+    assert [(s.line, s.verdict.correct) for s in scored] == [(1, True), (2, True), (3, True)]
+
+
+def test_task_missing_is_empty_and_task_null_is_the_string_none(tmp_path):
+    records = [
+        {"id": "x1", "response": "Plant", "gt": "plant"},
+        {"id": "x2", "task": None, "response": "3", "gt": 3},
+    ]
+    scored = score_text(tmp_path, "".join(json.dumps(r) + "\n" for r in records))
+    assert [(s.task, s.verdict.correct) for s in scored] == [("", True), ("None", True)]
+
+
+def test_missing_gt_key_is_not_malformed(tmp_path):
+    scored = score_text(tmp_path, json.dumps({"id": "x", "task": "AudioCount", "response": "3"}) + "\n")
+    assert scored[0].gt is None and not scored[0].verdict.correct
+
+
+def test_custom_keys(tmp_path):
+    record = {"uid": "u7", "kind": "AudioRemap", "pred": "E G E", "label": "EGE"}
+    keys = ResultKeys(response="pred", gt="label", task="kind", id="uid")
+    scored = score_text(tmp_path, json.dumps(record) + "\n", keys=keys)
+    assert (scored[0].id, scored[0].task, scored[0].verdict.correct) == ("u7", "AudioRemap", True)
+
+
+MALFORMED = [
+    ('{"id": "AudioICL00042", "task": "AudioCount", "response": "3"', "not valid JSON", "AudioICL00042"),
+    ('{"id": "AudioICL00042", "response": "3"} {"id": 2}', "extra data", "AudioICL00042"),
+    ('["AudioICL00042", "3"]', "not a JSON object but list", None),
+    ('"just text"', "not a JSON object but str", None),
+    ('{"id": "AudioICL00042", "task": "AudioCount", "gt": "3"}', "no 'response' key", "AudioICL00042"),
+    ("\ufeff" + json.dumps(line("AudioCount", "3", "3")), "not valid JSON", "AudioICL00001"),
+]
+
+
+@pytest.mark.parametrize(("bad", "message", "id"), MALFORMED)
+def test_malformed_line_raises_naming_file_line_and_id(tmp_path, bad, message, id):
+    good = json.dumps(line("AudioCount", "3", "3"))
+    with pytest.raises(AudioICLError) as caught:
+        score_text(tmp_path, f"{good}\n\n{bad}\n{good}\n")
+    error = caught.value
+    assert message in error.message
+    assert (Path(error.file).name, error.line, error.id) == ("m_results_k1.jsonl", 3, id)
+
+
+def test_half_written_last_line_is_malformed(tmp_path):
+    good = json.dumps(line("AudioCount", "3", "3"))
+    with pytest.raises(AudioICLError, match="not valid JSON") as caught:
+        score_text(tmp_path, f"{good}\n{good[:30]}")
+    assert caught.value.line == 2
+    # a complete last line without the final newline is fine
+    assert len(score_text(tmp_path, f"{good}\n{good}")) == 2
+
+
+@pytest.mark.parametrize(("bad", "message", "id"), MALFORMED)
+def test_skip_bad_lines_counts_them_as_wrong(tmp_path, bad, message, id):
+    good = json.dumps(line("AudioCount", "3", "3"))
+    scored = score_text(tmp_path, f"{good}\n{bad}\n", skip_bad_lines=True)
+    assert [(s.malformed, s.verdict.correct, s.verdict.parsed) for s in scored] == [
+        (False, True, True),
+        (True, False, False),
+    ]
+    # a line that is an object keeps its task; anything else goes under the empty task
+    assert scored[1].task == ("AudioCount" if "response" in message else "")
+    assert scored[1].id == id
+
+
+def test_skipped_lines_stay_in_n(tmp_path):
+    good = json.dumps(line("AudioCount", "3", "3"))
+    write_jsonl(tmp_path / "m_results_k1.jsonl", [], tail=f'{good}\n{{"task": "AudioCount", "gt": "3"}}\n{good}\n')
+    write_jsonl(tmp_path / "m_results_k2.jsonl", [], tail=f"{good}\n{{oops\n")
+    scoring = score_files(find_result_files(tmp_path), ScoreOptions(skip_bad_lines=True))
+    assert scoring.malformed == 2
+    assert [(r.shots, r.task, r.n, r.correct, r.unparsed) for r in scoring.rows] == [
+        (1, "AudioCount", 3, 2, 1),
+        (2, "", 1, 0, 1),
+        (2, "AudioCount", 1, 1, 0),
+    ]
+
+
+def test_invalid_utf8_names_the_line(tmp_path):
+    good = json.dumps(line("AudioCount", "3", "3")).encode()
+    with pytest.raises(AudioICLError, match="not UTF-8") as caught:
+        score_text(tmp_path, good + b"\n" + good + b"\n" + b'{"response": "\xff"}\n')
+    assert caught.value.line == 3
+
+
+# --- summary, detail and per-example CSV --------------------------------------------------------------
+
+
+def test_summary_csv_bytes_exact(tmp_path):
+    results = tmp_path / "results"
+    write_jsonl(
+        results / "m_results_k10.jsonl",
+        [line("AudioCount", "3", "3"), line("AudioCount", "4", "3"), line("AudioCount", "x", "3")],
+    )
+    write_jsonl(
+        results / "m_results_k2.jsonl",
+        [line("MorseCode", "plant", "plant"), line("AnomalyDetect", "normal", "Normal")]
+        + [line("AnomalyDetect", "?", "Normal")],
+    )
+    write_jsonl(results / "B_results_k1.jsonl", [line("AudioRemap", "PBP", "PBP")])
+    scoring = score_files(find_result_files(results))
+    out = tmp_path / "summary.csv"
+    write_summary(out, scoring.rows)
+    assert out.read_bytes() == (
+        b"model,shots,task,accuracy,n\r\n"
+        b"B,1,AudioRemap,1.000000,1\r\n"
+        b"m,2,AnomalyDetect,0.500000,2\r\n"
+        b"m,2,MorseCode,1.000000,1\r\n"
+        b"m,10,AudioCount,0.333333,3\r\n"
+    )
+    assert read_summary(out) == [
+        SummaryRow("B", 1, "AudioRemap", 1.0, 1),
+        SummaryRow("m", 2, "AnomalyDetect", 0.5, 2),
+        SummaryRow("m", 2, "MorseCode", 1.0, 1),
+        SummaryRow("m", 10, "AudioCount", 0.333333, 3),
+    ]
+    detail = tmp_path / "detail.csv"
+    write_detail(detail, scoring.rows)
+    lines = detail.read_bytes().split(b"\r\n")
+    assert lines[0] == b"model,shots,task,accuracy,n,correct,unparsed,ci_low,ci_high,scoring"
+    assert lines[4] == b"m,10,AudioCount,0.333333,3,1,1,0.061490,0.792345,original"
+    assert [(r.correct, r.unparsed) for r in read_summary(detail)] == [(1, 0), (1, 1), (1, 0), (1, 1)]
+    table = format_table(scoring.rows)
+    assert "1/3" in table.splitlines()[-1] and "33.3" in table
+
+
+def test_read_summary_errors(tmp_path):
+    bad_header = tmp_path / "a.csv"
+    bad_header.write_text("model,k,task\r\n")
+    with pytest.raises(AudioICLError, match="not a summary CSV"):
+        read_summary(bad_header)
+    bad_row = tmp_path / "b.csv"
+    bad_row.write_text("model,shots,task,accuracy,n\r\nm,one,AudioCount,0.5,2\r\n")
+    with pytest.raises(AudioICLError, match="bad summary row") as caught:
+        read_summary(bad_row)
+    assert caught.value.line == 2
+    with pytest.raises(AudioICLError, match="cannot read"):
+        read_summary(tmp_path / "missing.csv")
+
+
+def test_per_example_csv(tmp_path):
+    write_jsonl(tmp_path / "r" / "m_results_k1.jsonl", [line("AudioCount", "3", 3, "e1")])
+    write_jsonl(
+        tmp_path / "s" / "m_results_k1.jsonl",
+        [line("MorseCode", None, "plant", "e2"), {"task": "MorseCode", "response": "Plant,", "gt": "plant"}],
+    )
+    scoring = score_files(find_result_files(tmp_path), keep_examples=True)
+    [path] = write_per_example(tmp_path / "pe", scoring)
+    assert path.name == "m_k1.csv"
+    assert path.read_bytes() == b"id,task,correct\r\ne1,AudioCount,1\r\ne2,MorseCode,0\r\n,MorseCode,1\r\n"
+    [path] = write_per_example(tmp_path / "pe", scoring, keep_text=True)
+    assert path.read_bytes().split(b"\r\n")[:3] == [
+        b"id,task,correct,gt,pred",
+        b"e1,AudioCount,1,3,3",
+        b"e2,MorseCode,0,plant,",
+    ]
