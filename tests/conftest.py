@@ -18,7 +18,20 @@ from audioicl.meta import write_meta
 from audioicl.records import Clip, Demo, Episode, Query
 from audioicl.tasks import TASKS, episode_id
 
-WORDS = ("apple", "brick", "cloud", "dream", "eagle", "flame", "grape", "house", "index", "joker", "knife", "lemon")
+WORDS = (
+    "apple",
+    "brick",
+    "cloud",
+    "dream",
+    "eagle",
+    "flame",
+    "grape",
+    "house",
+    "index",
+    "joker",
+    "knife",
+    "lemon",
+)
 REMAP_PATTERNS = ("AAB", "ABA", "BAB", "BAA", "ABB", "BBA")
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -45,12 +58,16 @@ def _count_episode(w: _Writer, index: int) -> Episode:
     labels = [str(v) for v in np.random.default_rng(index).permutation(np.arange(1, 9))[:6]]
 
     def clip(label: str) -> Clip:
-        rel = w.clip(f"data/audiocount/easy/snd{index}_{label}.wav", 0.05 * int(label) + 0.02 * index, 300 + 50 * index)
+        rel = w.clip(
+            f"data/audiocount/easy/snd{index}_{label}.wav", 0.05 * int(label) + 0.02 * index, 300 + 50 * index
+        )
         return Clip(rel, label)
 
     demos = tuple(Demo((clip(label),)) for label in labels[:5])
     query = clip(labels[5])
-    return Episode(episode_id(TASKS.get("AudioCount"), index), "AudioCount", demos, Query((query,), query.label))
+    return Episode(
+        episode_id(TASKS.get("AudioCount"), index), "AudioCount", demos, Query((query,), query.label)
+    )
 
 
 def _morse_episode(w: _Writer, index: int) -> Episode:
@@ -62,7 +79,9 @@ def _morse_episode(w: _Writer, index: int) -> Episode:
 
     demos = tuple(Demo((clip(word),)) for word in words[:5])
     query = clip(words[5])
-    return Episode(episode_id(TASKS.get("MorseCode"), index), "MorseCode", demos, Query((query,), query.label))
+    return Episode(
+        episode_id(TASKS.get("MorseCode"), index), "MorseCode", demos, Query((query,), query.label)
+    )
 
 
 def _remap_episode(w: _Writer, index: int) -> Episode:
@@ -82,7 +101,9 @@ def _remap_episode(w: _Writer, index: int) -> Episode:
     )
     target = REMAP_PATTERNS[(index + 5) % 6]
     query = Query(
-        (Clip(a, a_letter, "A"), Clip(b, b_letter, "B"), Clip(mix(target), None, "MIX")), spell(target), multi=True
+        (Clip(a, a_letter, "A"), Clip(b, b_letter, "B"), Clip(mix(target), None, "MIX")),
+        spell(target),
+        multi=True,
     )
     return Episode(episode_id(TASKS.get("AudioRemap"), index), "AudioRemap", demos, query)
 
@@ -91,17 +112,27 @@ def _anomaly_episode(w: _Writer, index: int) -> Episode:
     folder = "data/anomalous/fan"
 
     def clip(split: str, kind: str, number: int, label: str | None, role: str) -> Clip:
-        rel = w.clip(f"{folder}/{split}/section_00_{kind}_{index:02d}{number:02d}.wav", 0.2 + 0.01 * number, 120)
+        rel = w.clip(
+            f"{folder}/{split}/section_00_{kind}_{index:02d}{number:02d}.wav", 0.2 + 0.01 * number, 120
+        )
         return Clip(rel, label, role)
 
     demos = tuple(
-        Demo((clip("train", "normal", j, "Normal", "Normal"), clip("test", "anomaly", j, "Anomalous", "Anomalous")), multi=True)
+        Demo(
+            (
+                clip("train", "normal", j, "Normal", "Normal"),
+                clip("test", "anomaly", j, "Anomalous", "Anomalous"),
+            ),
+            multi=True,
+        )
         for j in range(5)
     )
     label = "Anomalous" if index % 2 else "Normal"
     kind = "anomaly" if index % 2 else "normal"
     query = Query((clip("test", kind, 9, None, "Query"),), label, multi=True)
-    return Episode(episode_id(TASKS.get("AnomalyDetect"), index), "AnomalyDetect", demos, query, {"object": "fan"})
+    return Episode(
+        episode_id(TASKS.get("AnomalyDetect"), index), "AnomalyDetect", demos, query, {"object": "fan"}
+    )
 
 
 BUILDERS = (_count_episode, _morse_episode, _remap_episode, _anomaly_episode)

@@ -44,7 +44,15 @@ def test_original_layout_specific_style(tiny_dataset):
     )
     assert [m.role for m in chat.messages] == ["system", "user"]
     user = chat.messages[1].content
-    assert [type(p) for p in user] == [TextPart, AudioPart, TextPart, AudioPart, TextPart, AudioPart, TextPart]
+    assert [type(p) for p in user] == [
+        TextPart,
+        AudioPart,
+        TextPart,
+        AudioPart,
+        TextPart,
+        AudioPart,
+        TextPart,
+    ]
     assert user[-1] == TextPart(" Label:")
     assert [(i.kind, i.index, i.tag, i.label) for i in chat.items] == [
         ("demo", 1, "Demo Audio 1", "3"),
@@ -80,7 +88,9 @@ def test_multiturn_layout(tiny_dataset):
         "user: [Query Audio] <audio> Label:"
     )
     with_instruction = build_chat(episode(tiny_dataset, "AudioCount"), tiny_dataset, layout="multiturn")
-    assert render_text(with_instruction).startswith(f"system: You are a helpful assistant.\nuser: {COUNT}\n\n[Demo Audio 1]")
+    assert render_text(with_instruction).startswith(
+        f"system: You are a helpful assistant.\nuser: {COUNT}\n\n[Demo Audio 1]"
+    )
 
 
 def test_multi_clip_tags_remap(tiny_dataset):
@@ -108,8 +118,16 @@ def test_multi_clip_tags_remap(tiny_dataset):
 
 def test_multi_clip_tags_anomaly(tiny_dataset):
     chat = build_chat(episode(tiny_dataset, "AnomalyDetect", k=2), tiny_dataset, style="none")
-    assert [i.tag for i in chat.items] == ["Demo 1 Normal", "Demo 1 Anomalous", "Demo 2 Normal", "Demo 2 Anomalous", "Query Query"]
-    assert render_text(chat).endswith("[Demo 2 Anomalous] <audio> Label: Anomalous\n[Query Query] <audio> Label:")
+    assert [i.tag for i in chat.items] == [
+        "Demo 1 Normal",
+        "Demo 1 Anomalous",
+        "Demo 2 Normal",
+        "Demo 2 Anomalous",
+        "Query Query",
+    ]
+    assert render_text(chat).endswith(
+        "[Demo 2 Anomalous] <audio> Label: Anomalous\n[Query Query] <audio> Label:"
+    )
 
 
 def test_morse_bank_modes(tiny_dataset, tmp_path):
@@ -170,7 +188,11 @@ def test_prompt_file_overrides(tiny_dataset, tmp_path):
 @pytest.mark.parametrize(
     ("text", "suffix", "message"),
     [
-        ("instruction:\n  AudioCount: x\n", ".yaml", "unknown key.*instruction.*known: system, general, instructions"),
+        (
+            "instruction:\n  AudioCount: x\n",
+            ".yaml",
+            "unknown key.*instruction.*known: system, general, instructions",
+        ),
         ("instructions:\n  AudioCounts: x\n", ".yaml", "unknown task in 'instructions': AudioCounts"),
         ("system:\n  gpt: x\n", ".yaml", "unknown model family in 'system': gpt"),
         ("instructions:\n  AudioCount: [a, b]\n", ".yaml", "instructions.AudioCount must be a string"),
@@ -199,7 +221,9 @@ def test_audio_is_mono_16k(tmp_path):
     (tmp_path / "data").mkdir()
     sf.write(tmp_path / "data" / "s.wav", stereo, 44_100)
     sf.write(tmp_path / "data" / "q.wav", stereo[:22_050], 44_100)
-    ep = Episode("X1", "AudioCount", (Demo((Clip("data/s.wav", "1"),)),), Query((Clip("data/q.wav", "2"),), "2"))
+    ep = Episode(
+        "X1", "AudioCount", (Demo((Clip("data/s.wav", "1"),)),), Query((Clip("data/q.wav", "2"),), "2")
+    )
     write_meta(tmp_path / "meta" / "meta_k1.jsonl", [ep])
     chat = build_chat(ep, tmp_path)
     parts = list(chat.audio_parts())

@@ -329,13 +329,22 @@ def test_report_files_and_html_structure(tmp_path):
 
 def test_audio_budget_caps_the_embedded_clips(tmp_path):
     scores, results, _ = write_inputs(tmp_path)
-    clip_bytes = 44 + 2 * 4000  # one 0.25 s clip at 16 kHz
-    budget = 3 * 2 * clip_bytes  # 2 clips per task with examples (3 tasks share it)
+    share = (
+        40_000  # per task: one AudioCount example (4 x 8,044 bytes), both AnomalyDetect ones (3 + 2 clips)
+    )
+    budget = 3 * share  # three tasks have examples
     files = write_report(
         ReportOptions(scores=scores, out=tmp_path / "r", results=results, audio_budget=budget)
     )
     page = parse_page(files.html)
-    assert len(page.attrs("audio")) == 2 + 2  # AudioCount 2 clips; AnomalyDetect two 0.2 s clips fit
+    assert len(page.attrs("audio")) == 4 + 3 + 2
+    assert [a["title"] for a in page.attrs("audio")][:5] == [
+        "data/audiocount/easy/s_0.wav",
+        "data/audiocount/easy/s_1.wav",
+        "data/audiocount/easy/s_2.wav",
+        "data/audiocount/easy/s_3.wav",
+        "data/anomalous/fan/train/normal_0.wav",
+    ]
     assert files.audio_bytes <= budget
     assert "audio budget" in "".join(page.text)
 

@@ -125,9 +125,12 @@ def test_run_writes_every_field(tiny_dataset, tmp_path):
 
 
 def test_padding_changes_audio_not_prompt(tiny_dataset, tmp_path):
-    plain = run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path / "a", shots=(2,)), report=quiet)
+    plain = run(
+        RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path / "a", shots=(2,)), report=quiet
+    )
     padded = run(
-        RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path / "b", shots=(2,), pad="episode"), report=quiet
+        RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path / "b", shots=(2,), pad="episode"),
+        report=quiet,
     )
     assert plain.errors == padded.errors == 0
     a = lines(tmp_path / "a" / "random_results_k2.jsonl")
@@ -158,12 +161,17 @@ def test_clip_over_backend_limit_is_an_error_line(tiny_dataset, tmp_path):
 def test_resume_refuses_other_settings(tiny_dataset, tmp_path):
     run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,)), report=quiet)
     with pytest.raises(AudioICLError, match="style: was 'specific', now 'general'"):
-        run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,), style="general"), report=quiet)
+        run(
+            RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,), style="general"),
+            report=quiet,
+        )
 
 
 def test_unknown_task_and_missing_k(tiny_dataset, tmp_path):
     with pytest.raises(AudioICLError, match="unknown task.*Nope"):
-        run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, tasks=("Nope",)), report=quiet)
+        run(
+            RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, tasks=("Nope",)), report=quiet
+        )
     with pytest.raises(AudioICLError, match="no meta file for k=4"):
         run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1, 4)), report=quiet)
 
@@ -196,7 +204,9 @@ def test_lock_live_and_stale(tmp_path):
     held.release()
     assert not held.lock.exists()
     # a lock left by a dead process is taken over
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     dead_pid = int(dead.stdout)
     held.lock.write_text(json.dumps({"host": socket.gethostname(), "pid": dead_pid}))
     fresh = FileLock(path)
@@ -208,7 +218,10 @@ def test_lock_live_and_stale(tmp_path):
 
 def test_batch_size_does_not_change_results(tiny_dataset, tmp_path):
     for size in (1, 5):
-        run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path / str(size), batch_size=size), report=quiet)
+        run(
+            RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path / str(size), batch_size=size),
+            report=quiet,
+        )
     for k in (1, 2, 3):
         name = f"random_results_k{k}.jsonl"
         one, five = (lines(tmp_path / size / name) for size in ("1", "5"))
@@ -218,11 +231,15 @@ def test_batch_size_does_not_change_results(tiny_dataset, tmp_path):
 def test_merge_refuses_gaps_and_duplicates(tiny_dataset, tmp_path):
     shards = []
     for i in (1, 2, 3):
-        options = RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,), shard=Shard(i, 3))
+        options = RunOptions(
+            data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,), shard=Shard(i, 3)
+        )
         run(options, report=quiet)
         shards.append(tmp_path / f"shard-{i}-of-3")
     merged = merge_shards(shards, tmp_path / "all", tiny_dataset)
     assert [(m.path.name, m.lines, m.sources) for m in merged] == [("random_results_k1.jsonl", 12, 3)]
+    with pytest.raises(AudioICLError, match="shard\\(s\\) 2/3 not given"):
+        merge_shards([shards[0], shards[2]], tmp_path / "some")
     # copies without run.json: only the ids can tell
     bare = []
     for shard in shards:
@@ -234,11 +251,15 @@ def test_merge_refuses_gaps_and_duplicates(tiny_dataset, tmp_path):
     with pytest.raises(AudioICLError, match=f"{missing} episode\\(s\\) of the dataset have no result"):
         merge_shards(bare[:2], tmp_path / "m1", tiny_dataset)
     merge_shards(bare[:2], tmp_path / "m2")  # without --data a gap cannot be seen
+    duplicate = shutil.copytree(bare[0], tmp_path / "duplicate")
     with pytest.raises(AudioICLError, match="id given twice") as info:
-        merge_shards([*bare, shards[0]], tmp_path / "m3")
+        merge_shards([*bare, duplicate], tmp_path / "m3")
     assert info.value.line == 1
-    with pytest.raises(AudioICLError, match="the same shard is given twice"):
+    with pytest.raises(AudioICLError, match="folder given twice"):
         merge_shards([*shards, shards[0]], tmp_path / "m4")
+    again = shutil.copytree(shards[0], tmp_path / "again")
+    with pytest.raises(AudioICLError, match="the same shard is given twice"):
+        merge_shards([*shards, again], tmp_path / "m4")
     held = FileLock(shards[0] / "random_results_k1.jsonl")
     held.acquire()
     try:

@@ -80,7 +80,7 @@ def test_last_integer_rule(task, response, gt, correct, prediction):
     assert (verdict.correct, verdict.parsed, verdict.prediction) == (correct, True, prediction)
 
 
-@pytest.mark.parametrize("response", ["three", "", "  ", "no idea", "²"])
+@pytest.mark.parametrize("response", ["three", "", "  ", "no idea", "²", "9" * 5000, "x -" + "9" * 5000])
 def test_response_without_integer_is_unparsed(response):
     verdict = judge("AudioCount", response, "3")
     assert (verdict.correct, verdict.parsed, verdict.prediction) == (False, False, None)
@@ -306,6 +306,7 @@ def test_wilson_interval_known_values():
         ("m_result_k1.jsonl", None),
         ("m_results_k1.json", None),
         ("m_results_k1.jsonl.bak", None),
+        ("m_results_k1.jsonlx", None),
         ("meta_k1.jsonl", None),
     ],
 )
@@ -390,6 +391,11 @@ MALFORMED = [
     ('"just text"', "not a JSON object but str", None),
     ('{"id": "AudioICL00042", "task": "AudioCount", "gt": "3"}', "no 'response' key", "AudioICL00042"),
     ("\ufeff" + json.dumps(line("AudioCount", "3", "3")), "not valid JSON", "AudioICL00001"),
+    (
+        '{"id": "AudioICL00042", "response": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "nested too deeply",
+        "AudioICL00042",
+    ),
 ]
 
 
@@ -427,7 +433,9 @@ def test_skip_bad_lines_counts_them_as_wrong(tmp_path, bad, message, id):
 
 def test_skipped_lines_stay_in_n(tmp_path):
     good = json.dumps(line("AudioCount", "3", "3"))
-    write_jsonl(tmp_path / "m_results_k1.jsonl", [], tail=f'{good}\n{{"task": "AudioCount", "gt": "3"}}\n{good}\n')
+    write_jsonl(
+        tmp_path / "m_results_k1.jsonl", [], tail=f'{good}\n{{"task": "AudioCount", "gt": "3"}}\n{good}\n'
+    )
     write_jsonl(tmp_path / "m_results_k2.jsonl", [], tail=f"{good}\n{{oops\n")
     scoring = score_files(find_result_files(tmp_path), ScoreOptions(skip_bad_lines=True))
     assert scoring.malformed == 2
@@ -516,3 +524,10 @@ def test_per_example_csv(tmp_path):
         b"e1,AudioCount,1,3,3",
         b"e2,MorseCode,0,plant,",
     ]
+
+
+def test_unhashable_ground_truth_is_read_through_str_like_the_original():
+    # str(["a"]) is "['a']"; the text rule deletes the brackets and quotes
+    assert judge("MorseCode", "a", ["a"]).correct
+    assert judge("AudioCount", "7", {"n": 7}).correct
+    assert judge("AudioRemap", "PBP", ["P", "B", "P"]).correct  # "['P', 'B', 'P']": three ASCII letters

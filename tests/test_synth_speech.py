@@ -13,7 +13,7 @@ SR = 16_000
 
 def _fresh(text: str, voice: Voice) -> np.ndarray:
     """Synthesise without the per-process cache, to prove the engine itself is deterministic."""
-    wave, rate = speech._ENGINE.synthesize(text, voice)
+    wave, _ = speech._ENGINE.synthesize(text, voice)
     return wave
 
 
@@ -21,11 +21,14 @@ def _digit_in_child(d: int) -> bytes:
     return speak_digit(d, VOICES[d % len(VOICES)], SR).tobytes()
 
 
-def test_synthesis_is_deterministic():
-    for voice in VOICES[:3]:
-        first, second = _fresh("seven", voice), _fresh("seven", voice)
+def test_synthesis_is_deterministic_whatever_was_spoken_before():
+    # espeak-ng's pitch flutter, roughness and breath noise keep state between utterances unless disabled.
+    for voice in VOICES:
+        first = _fresh("seven", voice)
+        _fresh("nine hundred and two", VOICES[(VOICES.index(voice) + 1) % len(VOICES)])
+        _fresh("3", voice)
         assert first.size > 0
-        np.testing.assert_array_equal(first, second)
+        np.testing.assert_array_equal(first, _fresh("seven", voice))
 
 
 def test_all_digits_in_all_voices_are_trimmed_and_plausibly_long():

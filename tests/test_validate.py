@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +32,6 @@ from audioicl.validate import (
     format_report,
     validate,
 )
-
-REFERENCE = Path("/work/shared/reference")
-
 
 # --------------------------------------------------------------------------- a small clean dataset
 
@@ -420,21 +416,3 @@ def test_manifest_with_another_key_and_listed_missing_file(dataset: Path):
 def test_unreadable_manifest(dataset: Path):
     (dataset / "manifest.json").write_text("{", encoding="utf-8")
     assert kinds(validate(dataset)) == [MANIFEST]
-
-
-# --------------------------------------------------------------------------- the original meta files
-
-
-@pytest.mark.skipif(not (REFERENCE / "meta_k1.jsonl").exists(), reason="reference meta files absent")
-def test_reference_meta_files_only_miss_their_audio(tmp_path: Path):
-    for k in range(1, 6):
-        (tmp_path / "meta").mkdir(exist_ok=True)
-        shutil.copyfile(REFERENCE / f"meta_k{k}.jsonl", tmp_path / "meta" / f"meta_k{k}.jsonl")
-    report = validate(tmp_path, quick=True)
-    assert set(kinds(report)) == {MISSING_AUDIO}
-    assert len(report.problems) == report.audio_files
-    nesting = {n.task: n.nested for n in report.nesting}
-    assert nesting.pop("AudioRemap") is False
-    assert nesting.pop("AnomalyDetect") is False
-    assert len(nesting) == 7 and all(nesting.values())
-    assert len(report.tables) == 45 and all(r.episodes == 300 for r in report.tables)

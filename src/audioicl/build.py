@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from .manifest import FileEntry, file_entry, fingerprint, write_manifest, write_
 from .meta import write_meta
 from .records import Episode
 from .sources import SoundSources
-from .tasks import TASKS, task_names
+from .tasks import TASKS, LabelSpace, task_names
 from .tasks.context import BuildOptions, GenContext, PlannedFile
 
 __all__ = ["BuildOptions", "BuildSummary", "build", "STATE_NAME", "CARD_NAME"]
@@ -53,14 +54,18 @@ class FileRecord:
 
 @dataclass(frozen=True)
 class WorkUnit:
+    """Episodes ``start`` .. ``stop - 1`` of a task (a batch that shares sources), or with ``stop == start``
+    the task's shared files (the Morse alphabet bank)."""
+
     task: str
-    index: int | None  # an episode, or None for the task's shared files (the Morse alphabet bank)
+    start: int
+    stop: int
 
 
 @dataclass(frozen=True)
 class UnitResult:
     unit: WorkUnit
-    episode: Episode | None
+    episodes: tuple[Episode, ...]
     files: tuple[FileRecord, ...]
     rendered: int  # files this unit wrote (the others existed already)
 
@@ -79,7 +84,7 @@ class BuildSummary:
     def line(self) -> str:
         return (
             f"built {self.episodes} episodes: {self.audio_files} audio files ({self.rendered} rendered now), "
-            f"{self.audio_seconds / 3600:.2f} h of audio, {self.bytes / 1e6:.1f} MB, "
+            f"{self.audio_seconds:.0f} s ({self.audio_seconds / 3600:.1f} h) of audio, {self.bytes / 1e6:.1f} MB, "
             f"{self.wall_seconds:.1f} s wall -> {self.root}"
         )
 
@@ -99,14 +104,14 @@ class _Worker:
 
     def run(self, unit: WorkUnit) -> UnitResult:
         spec = TASKS.get(unit.task)
-        if unit.index is None:
-            episode, planned = None, spec.generator.shared(self.ctx)
+        if unit.start == unit.stop:
+            episodes, planned = (), list(spec.generator.shared(self.ctx))
         else:
-            plan = spec.generator.episode(self.ctx, spec, unit.index)
-            episode, planned = plan.episode, plan.files
+            plans = [spec.generator.episode(self.ctx, spec, i) for i in range(unit.start, unit.stop)]
+            episodes, planned = tuple(p.episode for p in plans), [f for p in plans for f in p.files]
         before = self.rendered
         records = tuple(self._materialize(f) for f in planned)
-        return UnitResult(unit, episode, records, rendered=self.rendered - before)
+        return UnitResult(unit, episodes, records, rendered=self.rendered - before)
 
     def _materialize(self, planned: PlannedFile) -> FileRecord:
         if planned.path in self.seen:
@@ -145,25 +150,25 @@ def _run_unit(unit: WorkUnit) -> UnitResult:
     return _WORKER.run(unit)
 
 
-def _render_units(root: Path, options: BuildOptions, units: list[WorkUnit], workers: int, progress: bool):
-    bar = tqdm(total=len(units), desc="building", unit="episode", disable=None if progress else True)
-    try:
-        if workers <= 1:
-            _init_worker(root, options)
-            results = []
-            for unit in units:
-                results.append(_run_unit(unit))
-                bar.update()
-            return results
-        chunk = max(1, min(8, len(units) // (workers * 8)))
-        with multiprocessing.get_context("fork").Pool(workers, _init_worker, (root, options)) as pool:
-            results = []
-            for result in pool.imap_unordered(_run_unit, units, chunksize=chunk):
-                results.append(result)
-                bar.update()
-            return results
-    finally:
-        bar.close()
+def _results(root: Path, options: BuildOptions, units: list[WorkUnit], workers: int) -> Iterator[UnitResult]:
+    if workers <= 1:
+        _init_worker(root, options)
+        yield from map(_run_unit, units)
+        return
+    with multiprocessing.get_context("fork").Pool(workers, _init_worker, (root, options)) as pool:
+        yield from pool.imap_unordered(_run_unit, units)
+
+
+def _render_units(
+    root: Path, options: BuildOptions, units: list[WorkUnit], workers: int, progress: bool
+) -> list[UnitResult]:
+    total = sum(u.stop - u.start for u in units)
+    results = []
+    with tqdm(total=total, desc="building", unit="episode", disable=None if progress else True) as bar:
+        for result in _results(root, options, units, workers):
+            results.append(result)
+            bar.update(result.unit.stop - result.unit.start)
+    return results
 
 
 # --------------------------------------------------------------------------------------------- output folder
@@ -253,8 +258,13 @@ def normalized(options: BuildOptions) -> BuildOptions:
 
 
 def _work_units(options: BuildOptions) -> list[WorkUnit]:
-    units = [WorkUnit(task, None) for task in options.tasks]
-    units += [WorkUnit(task, i) for task in options.tasks for i in range(options.episodes)]
+    """The shared files of each task, then its episodes in batches of the task's ``batch`` size."""
+    units = [WorkUnit(task, 0, 0) for task in options.tasks]
+    for task in options.tasks:
+        size = TASKS.get(task).generator.batch
+        units += [
+            WorkUnit(task, i, min(i + size, options.episodes)) for i in range(0, options.episodes, size)
+        ]
     return units
 
 
@@ -271,9 +281,17 @@ def _collect_files(results: list[UnitResult]) -> dict[str, FileRecord]:
     return files
 
 
+def _answer_labels(episode: Episode, labels: LabelSpace) -> list[str]:
+    """Every label of the task's answer kind an episode shows or asks for (an AnomalyDetect demo has two,
+    an AudioRemap demo one: its A/B letters are not answers)."""
+    shown = [c.label for d in episode.demos for c in d.clips if c.label is not None and c.label in labels]
+    return [*shown, episode.query.label]
+
+
 def _task_stats(name: str, results: list[UnitResult]) -> TaskStats:
-    generator = TASKS.get(name).generator
-    episodes = sorted((r.episode for r in results if r.episode is not None), key=lambda e: e.id)
+    spec = TASKS.get(name)
+    generator = spec.generator
+    episodes = sorted((e for r in results for e in r.episodes), key=lambda e: e.id)
     records = {f.path: f for r in results for f in r.files}
     seconds = [f.seconds for f in records.values()]
     return TaskStats(
@@ -282,7 +300,7 @@ def _task_stats(name: str, results: list[UnitResult]) -> TaskStats:
         last_id=episodes[-1].id,
         episodes=len(episodes),
         query_labels=Counter(e.query.label for e in episodes),
-        all_labels=Counter([e.query.label for e in episodes] + [d.label for e in episodes for d in e.demos]),
+        all_labels=Counter(label for e in episodes for label in _answer_labels(e, spec.labels)),
         files=len(records),
         seconds_min=min(seconds),
         seconds_max=max(seconds),
@@ -308,12 +326,13 @@ def build(
     started = time.perf_counter()
     options = normalized(options)
     check_options(options)
+    SoundSources.create(options.seed, options.sources)  # a bad corpus folder fails here, before any output
     root = Path(out).resolve()
     prepare_output(root, options)
     results = _render_units(root, options, _work_units(options), workers, progress)
 
     files = _collect_files(results)
-    episodes = sorted((r.episode for r in results if r.episode is not None), key=lambda e: e.id)
+    episodes = sorted((e for r in results for e in r.episodes), key=lambda e: e.id)
     meta_paths = _write_meta_files(root, options, episodes)
     by_task: dict[str, list[UnitResult]] = defaultdict(list)
     for result in results:

@@ -50,7 +50,7 @@ def _task_section(stats: TaskStats, max_shots: int) -> str:
             f"**How this differs from the original.** {stats.differences}",
             "",
             f"- Query labels: {histogram(stats.query_labels)}",
-            f"- All labels (demos at k = {max_shots} and queries): {histogram(stats.all_labels)}",
+            f"- Answer labels shown or asked (demos at k = {max_shots} and queries): {histogram(stats.all_labels)}",
             f"- Audio files: {stats.files}, {stats.seconds_min:.2f}-{stats.seconds_max:.2f} s each, "
             f"{stats.seconds_total / 60:.1f} min in all",
             "",

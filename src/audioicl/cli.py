@@ -71,7 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import commands  # noqa: F401  (registers the sub-commands)
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except AudioICLError as exc:  # raised by an option's type function (parse_int_set ...): a usage error
+        parser.error(str(exc))
     if not getattr(args, "run", None):
         parser.print_help()
         return EXIT_USAGE

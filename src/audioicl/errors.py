@@ -19,6 +19,10 @@ class AudioICLError(Exception):
         self.line = line
         self.id = id
 
+    def __reduce__(self):
+        # Keep file, line, id (and any exit_code) when the error crosses processes (the builder's workers).
+        return (type(self), (self.message,), self.__dict__)
+
     def location(self) -> str:
         where = ""
         if self.file is not None:

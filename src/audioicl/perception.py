@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from itertools import combinations
 
 import numpy as np
 
@@ -97,7 +96,9 @@ def _mel_filterbank(sr: int, n_fft: int, n_mels: int) -> np.ndarray:
     return bank
 
 
-def log_mel(wave: np.ndarray, sr: int, n_mels: int = 40, win_s: float = 0.025, hop_s: float = 0.010) -> np.ndarray:
+def log_mel(
+    wave: np.ndarray, sr: int, n_mels: int = 40, win_s: float = 0.025, hop_s: float = 0.010
+) -> np.ndarray:
     """Log-mel spectrogram, shape (frames, n_mels); a clip shorter than one window gives one zero-padded frame."""
     x = _as_float(wave)
     win, hop = int(round(win_s * sr)), int(round(hop_s * sr))
@@ -126,7 +127,7 @@ class EventTemplate:
 _COUNT_HOP_S = 0.005
 _COUNT_PRE_S = 0.020
 _COUNT_THRESHOLD_CLEAN = 0.9
-_COUNT_THRESHOLD_NOISY = 0.45
+_COUNT_THRESHOLD_NOISY = 0.88
 
 
 def _strongest_event(env: np.ndarray, hop: int, floor: float) -> EventTemplate:
@@ -156,14 +157,33 @@ def _strongest_event(env: np.ndarray, hop: int, floor: float) -> EventTemplate:
     return EventTemplate(onset=start * hop, length=max(hop, (end - start) * hop))
 
 
+def _copies_of(x: np.ndarray, event: EventTemplate, sr: int, threshold: float) -> list[int]:
+    """Onsets of every copy of ``event`` in ``x``: peaks of the normalised cross-correlation of its attack,
+    with the 20 ms before it, at least 0.9 event lengths apart."""
+    pre = int(round(_COUNT_PRE_S * sr))
+    post = int(np.clip(event.length, 0.020 * sr, 0.250 * sr))
+    start = max(0, event.onset - pre)
+    template = x[start : event.onset + post]
+    lead = event.onset - start
+    pad = len(
+        template
+    )  # zero padding lets a copy at either end of the canvas line up with the whole template
+    score = normalized_cross_correlation(np.pad(x, pad), template)
+    radius = max(int(0.9 * event.length), int(0.010 * sr))
+    return [max(0, k - pad + lead) for k in _nms_peaks(score, radius, threshold)]
+
+
 def event_onsets(wave: np.ndarray, sr: int, background: bool = False) -> list[int]:
     """Sample positions where copies of one sound start (AudioCount canvases).
 
     Assumes the clip holds r copies of the same one-shot (any gain each), non-overlapping, on silence
-    (``background=False``) or on a steady environmental background (``background=True``). The loudest event is
-    the template: its attack together with the 20 ms before it is slid over the clip by normalised
+    (``background=False``) or on an environmental background (``background=True``). The loudest event is the
+    template: its attack together with the 20 ms before it is slid over the clip by normalised
     cross-correlation; copies are the correlation peaks, at least one event length apart. Including the quiet
-    lead-in keeps points inside a long ringing tail (bells, open hats) from matching the attack.
+    lead-in keeps points inside a long ringing tail (bells, open hats) from matching the attack. With a
+    background, the known failure is a background event (an animal call) louder than the sound: it is then
+    the template and the count comes out 1. Trying other templates made matters worse (backgrounds repeat
+    croaks and chirps well enough to pass for copies).
     """
     x = _as_float(wave)
     hop = max(1, int(round(_COUNT_HOP_S * sr)))
@@ -171,18 +191,8 @@ def event_onsets(wave: np.ndarray, sr: int, background: bool = False) -> list[in
     if env.size == 0 or env.max() <= 0:
         return []
     floor = float(np.median(env)) if background else 0.0
-    event = _strongest_event(env, hop, floor)
-    pre = int(round(_COUNT_PRE_S * sr))
-    post = int(np.clip(event.length, 0.020 * sr, 0.250 * sr))
-    start = max(0, event.onset - pre)
-    template = x[start : event.onset + post]
-    lead = event.onset - start
-    # zero padding lets a copy at the very start or end of the canvas line up with the whole template
-    padded = np.concatenate((np.zeros(lead), x, np.zeros(len(template) - lead)))
-    score = normalized_cross_correlation(padded, template)
-    radius = max(int(0.9 * event.length), int(0.010 * sr))
     threshold = _COUNT_THRESHOLD_NOISY if background else _COUNT_THRESHOLD_CLEAN
-    return _nms_peaks(score, radius, threshold)
+    return _copies_of(x, _strongest_event(env, hop, floor), sr, threshold)
 
 
 def count_events(wave: np.ndarray, sr: int, background: bool = False) -> int:
@@ -274,31 +284,38 @@ def estimate_unit(runs: KeyedRuns) -> float | None:
     return float(np.median(ones))
 
 
-def decode_morse(wave: np.ndarray, sr: int, unit_s: float | None = None) -> str:
-    """The lowercase text keyed in a Morse clip ('?' for a code that is not a letter or digit).
+def keyed_codes(wave: np.ndarray, sr: int, unit_s: float | None = None) -> list[list[str]]:
+    """The dot-dash code of every letter of a keyed clip, grouped by word (e.g. ``[[".--.", ".-.."]]``).
 
     Timing follows ITU (dot 1 unit, dash 3, gaps 1/3/7); the unit comes from the clip itself, so any speed
-    decodes. ``unit_s`` is used only when the clip cannot tell (a lone dot or dash, as in the alphabet bank's E
-    and T); it defaults to the generator's default speed.
+    reads. ``unit_s`` is used only when the clip cannot tell (a lone dot or dash, as in the alphabet bank's E
+    and T); it defaults to the generator's default speed. No code table is involved: a solver that has to
+    learn the table from examples starts from these.
     """
     runs = keyed_runs(wave, sr)
     if not runs.on:
-        return ""
+        return []
     unit = estimate_unit(runs) or unit_s or _default_unit_seconds()
-    table = _morse_table()
-    words: list[str] = []
+    words: list[list[str]] = []
     letters: list[str] = []
     code = ""
     for i, mark in enumerate(runs.on):
         code += "." if mark < 2.0 * unit else "-"
         gap = runs.off[i] if i < len(runs.off) else None
         if gap is None or gap >= 2.0 * unit:
-            letters.append(table.get(code, "?"))
+            letters.append(code)
             code = ""
         if gap is None or gap >= 5.0 * unit:
-            words.append("".join(letters))
+            words.append(letters)
             letters = []
-    return " ".join(words)
+    return words
+
+
+def decode_morse(wave: np.ndarray, sr: int, unit_s: float | None = None) -> str:
+    """The lowercase text keyed in a Morse clip ('?' for a code that is not a letter or digit), read with the
+    ITU table from ``keyed_codes`` (same timing rules and ``unit_s``)."""
+    table = _morse_table()
+    return " ".join("".join(table.get(code, "?") for code in word) for word in keyed_codes(wave, sr, unit_s))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -337,24 +354,231 @@ def split_segments(
     return list(zip(bounds[::2], bounds[1::2], strict=True))
 
 
-def split_into(wave: np.ndarray, sr: int, n_parts: int, threshold_db: float = -60.0) -> list[tuple[int, int]]:
-    """Exactly ``n_parts`` segments, cut at the ``n_parts - 1`` longest quiet gaps (fewer gaps: fewer parts).
+def split_into(
+    wave: np.ndarray, sr: int, n_parts: int, gap_s: float | None = None, threshold_db: float = -60.0
+) -> list[tuple[int, int]]:
+    """Exactly ``n_parts`` segments, cut at ``n_parts - 1`` of the quiet gaps (fewer gaps: fewer parts).
 
-    AudioOperator clips are digit, 25 ms of zeros, filler, 25 ms of zeros, digit (and two more parts for the
-    Hard variant). Gaps that are exact digital zeros are preferred over merely quiet ones, since the recipe's
-    gaps are zeros and a pause inside a spoken word is usually not.
+    AudioOperator clips are digit, 25 ms of exact zeros, filler, 25 ms of zeros, digit (two more parts in the
+    Hard variant), and a spoken 6 or 8 holds a stop closure that PCM16 turns into 35-45 ms of zeros too. With
+    ``gap_s`` (the recipe's gap) the cuts are the gaps whose run of exact zeros is closest to that length;
+    without it, the gaps with the longest run of zeros (then the longest quiet stretch).
     """
     x = _as_float(wave)
     active = np.flatnonzero(_active_mask(x, threshold_db))
     if active.size == 0:
         return []
     gaps = _gaps(x, threshold_db)
-
-    def rank(gap: tuple[int, int]) -> tuple[int, int]:
-        s, e = gap
-        longest_zero = max((b - a for a, b in _runs(x[s:e] == 0)), default=0)
-        return (longest_zero, e - s)
-
-    chosen = sorted(sorted(gaps, key=rank, reverse=True)[: max(0, n_parts - 1)])
+    zeros = {gap: max((e - s for s, e in _runs(x[gap[0] : gap[1]] == 0)), default=0) for gap in gaps}
+    if gap_s is None:
+        ranked = sorted(gaps, key=lambda g: (zeros[g], g[1] - g[0]), reverse=True)
+    else:
+        target = gap_s * sr
+        ranked = sorted(gaps, key=lambda g: (zeros[g] == 0, abs(zeros[g] - target), -(g[1] - g[0])))
+    chosen = sorted(ranked[: max(0, n_parts - 1)])
     bounds = [int(active[0])] + [b for gap in chosen for b in gap] + [int(active[-1]) + 1]
     return list(zip(bounds[::2], bounds[1::2], strict=True))
+
+
+def _speech_features(wave: np.ndarray, sr: int) -> np.ndarray:
+    """Log-mel frames of the part above -40 dB, floored 60 dB under the loudest cell, the utterance mean removed
+    per band (so loudness, leading/trailing silence and channel do not matter)."""
+    x = _as_float(wave)
+    active = np.flatnonzero(_active_mask(x, -40.0))
+    if active.size:
+        x = x[active[0] : active[-1] + 1]
+    feats = log_mel(x, sr, n_mels=32)
+    feats = np.maximum(feats, feats.max() - np.log(10.0**6))
+    return feats - feats.mean(axis=0, keepdims=True)
+
+
+@dataclass(frozen=True)
+class _DigitTemplates:
+    digits: np.ndarray  # (T,) the digit each template says
+    frames: np.ndarray  # (T, M, F) features, zero padded to the longest
+    lengths: np.ndarray  # (T,) frames used in each
+
+
+@functools.lru_cache(maxsize=4)
+def _digit_templates(sr: int) -> _DigitTemplates:
+    """Every digit 0-9 in every voice of ``synth.speech.VOICES`` (rendered once per process)."""
+    from .synth.speech import VOICES, speak_digit
+
+    feats, digits = [], []
+    for voice in VOICES:
+        for d in range(10):
+            feats.append(_speech_features(speak_digit(d, voice, sr), sr))
+            digits.append(d)
+    longest = max(len(f) for f in feats)
+    frames = np.zeros((len(feats), longest, feats[0].shape[1]))
+    for i, f in enumerate(feats):
+        frames[i, : len(f)] = f
+    return _DigitTemplates(np.array(digits), frames, np.array([len(f) for f in feats]))
+
+
+def _dtw_costs(query: np.ndarray, frames: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Length-normalised DTW cost of ``query`` (n, F) against each padded template (T, M, F).
+
+    Steps (1,1), (1,2), (2,1) keep the warp between half and double speed, and need only earlier rows, so a
+    whole row of every template is computed at once.
+    """
+    n = len(query)
+    cost = np.sqrt(((frames[:, None, :, :] - query[None, :, None, :]) ** 2).sum(axis=-1))  # (T, n, M)
+    total = np.full((frames.shape[0], n + 2, frames.shape[1] + 2), np.inf)  # two rows/cols of inf padding
+    total[:, 2, 2] = cost[:, 0, 0]
+    for i in range(1, n):
+        prev, prev2 = total[:, i + 1], total[:, i]
+        best = np.minimum(np.minimum(prev[:, 1:-1], prev[:, :-2]), prev2[:, 1:-1])
+        total[:, i + 2, 2:] = cost[:, i] + best
+    ends = total[np.arange(len(lengths)), n + 1, lengths + 1]
+    return ends / (n + lengths)
+
+
+def digit_scores(segment: np.ndarray, sr: int) -> np.ndarray:
+    """Best DTW cost per digit 0-9 (lower is closer) against the espeak-ng renderings in every voice."""
+    templates = _digit_templates(sr)
+    costs = _dtw_costs(_speech_features(segment, sr), templates.frames, templates.lengths)
+    return np.array([costs[templates.digits == d].min() for d in range(10)])
+
+
+def recognize_digit(segment: np.ndarray, sr: int, digits: tuple[int, ...] = tuple(range(10))) -> int:
+    """The spoken digit in ``segment`` (one word, trimmed or not), chosen among ``digits``.
+
+    Template matching: log-mel frames + DTW against every digit in every voice of ``synth.speech.VOICES``;
+    exact on the generator's own voices, approximate on other speech.
+    """
+    scores = digit_scores(segment, sr)
+    return min(digits, key=lambda d: scores[d])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# AudioRemap and filler identity: which sound is this?
+
+
+def peak_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Highest normalised cross-correlation of two sounds over every lag, in [0, 1] (1: one is a gain-scaled,
+    shifted or silence-trimmed copy of the other)."""
+    a, b = _as_float(a), _as_float(b)
+    norm = np.sqrt(float(a @ a) * float(b @ b))
+    if norm <= 0:
+        return 0.0
+    size = 1 << (len(a) + len(b) - 2).bit_length()
+    full = np.fft.irfft(np.fft.rfft(a, size) * np.conj(np.fft.rfft(b, size)), size)
+    return float(np.clip(full.max() / norm, 0.0, 1.0))
+
+
+def sound_distance(a: np.ndarray, b: np.ndarray, sr: int) -> float:
+    """0 for the same sound (at any gain, trimmed or shifted), towards 1 for unrelated sounds.
+
+    Waveform based (1 - peak normalised cross-correlation): the tasks reuse exact copies of one-shots, and a
+    waveform match separates two sounds of one family that a spectral summary would confuse. ``sr`` is part
+    of the signature for symmetry with the other measures.
+    """
+    del sr
+    return 1.0 - peak_correlation(a, b)
+
+
+def same_sound(a: np.ndarray, b: np.ndarray, sr: int, threshold: float = 0.9) -> bool:
+    """Whether two clips are copies of one sound (e.g. the filler of two AudioOperator clips)."""
+    return sound_distance(a, b, sr) <= 1.0 - threshold
+
+
+def nearest_reference(part: np.ndarray, references: dict[str, np.ndarray], sr: int) -> str:
+    """Name of the reference closest to ``part`` by ``sound_distance``."""
+    return min(references, key=lambda name: sound_distance(part, references[name], sr))
+
+
+def _sequential_parts(mix: np.ndarray, references: dict[str, np.ndarray], sr: int, n: int) -> list[str]:
+    """For sounds placed back to back without a gap: from each part's onset, the reference whose beginning
+    matches the mix best (prefix correlation, +-10 ms lag) is the part; its length says where the next begins."""
+    x = _as_float(mix)
+    active = np.flatnonzero(_active_mask(x, -60.0))
+    pos = int(active[0]) if active.size else 0
+    lag = int(0.010 * sr)
+    names: list[str] = []
+    for _ in range(n):
+        best, best_score, best_at = next(iter(references)), -1.0, pos
+        for name, ref in references.items():
+            r = _as_float(ref)
+            m = min(len(r), len(x) - pos)
+            if m <= 0:
+                continue
+            window = x[max(0, pos - lag) : pos + m + lag]
+            score = normalized_cross_correlation(window, r[:m])
+            if score.size and score.max() > best_score:
+                best, best_score = name, float(score.max())
+                best_at = max(0, pos - lag) + int(np.argmax(score))
+        names.append(best)
+        pos = best_at + len(references[best])
+        quiet = np.flatnonzero(_active_mask(x, -60.0)[pos:])
+        pos = pos + int(quiet[0]) if quiet.size else pos
+    return names
+
+
+def match_sequence(mix: np.ndarray, references: dict[str, np.ndarray], sr: int, n: int = 3) -> str:
+    """Which reference each of the ``n`` sounds of an AudioRemap MIX is, e.g. "ABA" for keys "A" and "B".
+
+    Assumes MIX is ``n`` copies of the references, each possibly trimmed or rescaled, in order: separated by
+    quiet gaps (then each part is matched to its nearest reference), or back to back (then parts are found
+    one after the other by aligning each reference's beginning).
+    """
+    parts = split_into(mix, sr, n)
+    if len(parts) == n:
+        x = _as_float(mix)
+        return "".join(nearest_reference(x[s:e], references, sr) for s, e in parts)
+    return "".join(_sequential_parts(mix, references, sr, n))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# AnomalyDetect: a fixed-length description of a clip
+
+
+def _kurtosis(x: np.ndarray) -> float:
+    centred = x - x.mean()
+    var = float(np.mean(centred**2))
+    return float(np.mean(centred**4) / (var * var)) if var > 0 else 0.0
+
+
+def clip_features(wave: np.ndarray, sr: int) -> np.ndarray:
+    """A fixed-length descriptor of a clip for nearest-neighbour comparison (CLIP_FEATURE_SIZE values).
+
+    Mean and spread of 32 log-mel bands (level removed from the means), level and its spread, spectral
+    centroid, bandwidth, flatness and their spreads, amplitude modulation energy in four rate bands (0.5-2,
+    2-8, 8-20, 20-50 Hz) of the frame envelope, and impulsiveness (waveform kurtosis, crest factor).
+    """
+    x = _as_float(wave)
+    mel = log_mel(x, sr, n_mels=32)
+    level = mel.mean(axis=1)
+    power = np.exp(mel)
+    bands = np.arange(mel.shape[1], dtype=float)
+    weights = power / (power.sum(axis=1, keepdims=True) + _EPS)
+    centroid = weights @ bands
+    bandwidth = np.sqrt(np.maximum(weights @ bands**2 - centroid**2, 0.0))
+    flatness = np.exp(mel.mean(axis=1)) / (power.mean(axis=1) + _EPS)
+    envelope = np.sqrt(power.sum(axis=1))
+    envelope = envelope / (envelope.mean() + _EPS) - 1.0
+    spectrum = np.abs(np.fft.rfft(envelope)) ** 2
+    rates = np.fft.rfftfreq(len(envelope), d=0.010)
+    modulation = [
+        np.log(spectrum[(rates >= lo) & (rates < hi)].sum() / (spectrum.sum() + _EPS) + 1e-6)
+        for lo, hi in ((0.5, 2.0), (2.0, 8.0), (8.0, 20.0), (20.0, 50.0))
+    ]
+    peak, rms = np.abs(x).max(initial=0.0), np.sqrt(np.mean(x**2)) if x.size else 0.0
+    scalars = [
+        level.mean(),
+        level.std(),
+        centroid.mean(),
+        centroid.std(),
+        bandwidth.mean(),
+        bandwidth.std(),
+        np.log(flatness.mean() + 1e-6),
+        np.log(flatness.std() + 1e-6),
+        np.log(_kurtosis(x) + 1e-6),
+        np.log(peak / rms + 1e-6) if rms > 0 else 0.0,
+    ]
+    return np.concatenate(
+        [mel.mean(axis=0) - level.mean(), mel.std(axis=0), np.array(scalars), np.array(modulation)]
+    ).astype(np.float64)
+
+
+CLIP_FEATURE_SIZE = 32 + 32 + 10 + 4

@@ -129,13 +129,14 @@ class Chat:
                     yield part
 
 
+def message_text(message: Message, placeholder: str = "<audio>") -> str:
+    """One message's text with each audio part written as ``placeholder`` (the model's own audio tokens)."""
+    return "".join(p.text if isinstance(p, TextPart) else placeholder for p in message.content)
+
+
 def render_text(chat: Chat, placeholder: str = "<audio>") -> str:
     """The text view of a chat: one ``role: text`` block per message, each audio part as ``placeholder``."""
-    blocks = []
-    for message in chat.messages:
-        text = "".join(p.text if isinstance(p, TextPart) else placeholder for p in message.content)
-        blocks.append(f"{message.role}: {text}")
-    return "\n".join(blocks)
+    return "\n".join(f"{m.role}: {message_text(m, placeholder)}" for m in chat.messages)
 
 
 def system_family(model_name: str) -> str:
@@ -186,7 +187,8 @@ def _string_map(value: Any, key: str, known: Sequence[str], kind: str, file: str
     unknown = [name for name in value if name not in known]
     if unknown:
         raise AudioICLError(
-            f"unknown {kind} in {key!r}: {', '.join(map(str, unknown))} (known: {', '.join(known)})", file=file
+            f"unknown {kind} in {key!r}: {', '.join(map(str, unknown))} (known: {', '.join(known)})",
+            file=file,
         )
     for name, text in value.items():
         if not isinstance(text, str):
@@ -194,11 +196,12 @@ def _string_map(value: Any, key: str, known: Sequence[str], kind: str, file: str
     return dict(value)
 
 
-def _parse_prompt_file(path: Path) -> Any:
+def read_structured_file(path: Path, what: str) -> Any:
+    """Decode a JSON (``.json``) or YAML (anything else) file; errors name the file and line."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise AudioICLError(f"cannot read prompt file: {exc.strerror}", file=str(path)) from exc
+        raise AudioICLError(f"cannot read {what}: {exc.strerror}", file=str(path)) from exc
     if path.suffix.lower() == ".json":
         try:
             return json.loads(text)
@@ -217,7 +220,7 @@ def load_prompt_set(path: str | os.PathLike) -> PromptSet:
     """A prompt file (YAML or JSON) over the defaults; any of ``system`` (family → text), ``general``
     (text) and ``instructions`` (task → text). Unknown keys, families or tasks are errors."""
     path = Path(path)
-    data = _parse_prompt_file(path)
+    data = read_structured_file(path, "prompt file")
     file = str(path)
     if data is None:
         data = {}

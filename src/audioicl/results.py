@@ -45,7 +45,9 @@ def _parse_line(text: str, path: Path, number: int) -> ResultLine:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise AudioICLError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=str(path), line=number) from exc
+        raise AudioICLError(
+            f"malformed JSON: {exc.msg} (column {exc.colno})", file=str(path), line=number
+        ) from exc
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):
         raise AudioICLError("result line is not an object with a string 'id'", file=str(path), line=number)
     return ResultLine(data, path, number)
@@ -180,7 +182,10 @@ class ResultsLog:
         for line in existing:
             if line.id in seen:
                 raise AudioICLError(
-                    f"id appears twice (first on line {seen[line.id]})", file=str(path), line=line.line, id=line.id
+                    f"id appears twice (first on line {seen[line.id]})",
+                    file=str(path),
+                    line=line.line,
+                    id=line.id,
                 )
             seen[line.id] = line.line
         return cls(path, existing, repaired)
@@ -259,12 +264,16 @@ def _check_coverage(name: str, lines: dict[str, ResultLine], order: list[str], d
     extra = sorted(set(lines) - expected)
     if missing:
         raise AudioICLError(
-            f"{name}: {len(missing)} episode(s) of the dataset have no result (first: {missing[0]})", file=str(data)
+            f"{name}: {len(missing)} episode(s) of the dataset have no result (first: {missing[0]})",
+            file=str(data),
         )
     if extra:
         first = lines[extra[0]]
         raise AudioICLError(
-            f"{name}: {len(extra)} id(s) are not in the dataset", file=str(first.file), line=first.line, id=first.id
+            f"{name}: {len(extra)} id(s) are not in the dataset",
+            file=str(first.file),
+            line=first.line,
+            id=first.id,
         )
 
 
@@ -272,6 +281,10 @@ def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> li
     """Join the results files of shard folders into ``out``, one file per model and k, refusing an id
     given twice and (with ``data``) any dataset episode without a result. Lines come in dataset order
     with ``data``, else by id. Writes ``out/run.json`` from the shards' records."""
+    resolved = [f.resolve() for f in folders]
+    twice = sorted({str(f) for f in folders if resolved.count(f.resolve()) > 1})
+    if twice:
+        raise AudioICLError(f"folder given twice: {', '.join(twice)}")
     per_folder = {folder: _shard_files(folder) for folder in folders}
     records = {
         folder: json.loads((folder / "run.json").read_text(encoding="utf-8"))
@@ -290,7 +303,10 @@ def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> li
                 if line.id in lines:
                     first = lines[line.id]
                     raise AudioICLError(
-                        f"id given twice (also {first.file}:{first.line})", file=str(line.file), line=line.line, id=line.id
+                        f"id given twice (also {first.file}:{first.line})",
+                        file=str(line.file),
+                        line=line.line,
+                        id=line.id,
                     )
                 lines[line.id] = line
         if data is not None:
@@ -318,5 +334,7 @@ def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> li
         record = dict(next(iter(records.values())))
         record["selection"] = {**(record.get("selection") or {}), "shard": None}
         record["merged_from"] = [str(f.resolve()) for f in folders]
-        (out / "run.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (out / "run.json").write_text(
+            json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
     return written

@@ -277,7 +277,8 @@ def _check_resume(path: Path, record: dict[str, Any]) -> None:
     if differing:
         detail = "; ".join(f"{key}: was {old.get(key)!r}, now {new.get(key)!r}" for key in differing)
         raise AudioICLError(
-            f"this folder holds results made with other settings ({detail}); use another --out", file=str(path)
+            f"this folder holds results made with other settings ({detail}); use another --out",
+            file=str(path),
         )
     if earlier.get("dataset_fingerprint") != record["dataset_fingerprint"]:
         raise AudioICLError("this folder holds results of another dataset; use another --out", file=str(path))
@@ -360,7 +361,9 @@ class BatchRunner:
         responses = self.backend.generate(chats, self.options.max_new_tokens) if chats else []
         seconds = (time.perf_counter() - started) / max(len(chats), 1)
         if len(responses) != len(chats):
-            raise RuntimeError(f"backend {self.backend.name} returned {len(responses)} responses for {len(chats)}")
+            raise RuntimeError(
+                f"backend {self.backend.name} returned {len(responses)} responses for {len(chats)}"
+            )
         answered = {id(p): (chat, response) for p, chat, response in zip(ok, chats, responses, strict=True)}
         results = []
         for p in prepared:
@@ -414,6 +417,8 @@ def _validate(options: RunOptions) -> None:
         raise AudioICLError(f"--max-new-tokens must be at least 1, got {options.max_new_tokens}")
     if options.limit is not None and options.limit < 0:
         raise AudioICLError(f"--limit must not be negative, got {options.limit}")
+    if "seed" in options.backend_options:
+        raise AudioICLError("set the seed with --seed, not as a backend option")
 
 
 def run(options: RunOptions, report: Report = _stderr) -> RunSummary:

@@ -6,7 +6,7 @@ Our additions never change them: unparsed responses counted separately (they sta
 Wilson intervals, and an opt-in strict mode that only accepts a response that is the bare answer.
 
 Everything here is a plain function over typed records so the report module can reuse it:
-``find_result_files`` → ``iter_scored_lines`` → ``summarize`` → ``write_summary`` / ``read_summary``.
+``find_result_files`` → ``iter_scored_lines`` / ``score_files`` → ``write_summary`` → ``read_summary``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import AudioICLError
+from .results import RESULTS_PATTERN
 
 INT_TASKS = frozenset(
     {"AudioCount", "AudioCountHard", "AudioOperator", "AudioOperatorHard", "AudioLength", "AudioLengthHard"}
@@ -35,8 +36,7 @@ _INT_RE = re.compile(r"[-+]?\d+")
 _WS_PUNCT_RE = re.compile(r"[\s\.\,\;\:\!\?\(\)\[\]\{\}\"\']+")
 _ASCII_LETTER_RE = re.compile(r"[A-Za-z]")
 _STRICT_REMAP_RE = re.compile(rf"[A-Za-z]{{{REMAP_LENGTH}}}")
-_RESULT_NAME_RE = re.compile(r"(?P<model>.+?)_results(?:_meta)?_k(?P<k>\d+)\.jsonl")
-_DECODE = json.JSONDecoder().raw_decode
+_DECODER = json.JSONDecoder()
 _ANOMALY_WORDS = {
     "normal": "normal",
     "anomalous": "anomalous",
@@ -77,13 +77,20 @@ def normalize_text(value: object) -> str:
     return _WS_PUNCT_RE.sub("", text.strip().lower())
 
 
+def _int_or_none(digits: str) -> int | None:
+    try:
+        return int(digits)
+    except ValueError:  # past Python's 4,300-digit limit: the original reads it as no number too
+        return None
+
+
 def last_int(value: object) -> int | None:
     """The last match of ``[-+]?\\d+`` in the text, as int (``"3.5"`` → 5, ``"-2"`` → -2)."""
     text = "" if value is None else str(value)
     if text.isdecimal():  # a bare unsigned number; isdecimal is exactly the set \d matches
-        return int(text)
+        return _int_or_none(text)
     matches = _INT_RE.findall(text)
-    return int(matches[-1]) if matches else None
+    return _int_or_none(matches[-1]) if matches else None
 
 
 def gt_int(gt: object) -> int | None:
@@ -114,7 +121,7 @@ def remap_letters(value: object) -> str | None:
 
 def _strict_int(response: object) -> int | None:
     text = str(response).strip()
-    return int(text) if _INT_RE.fullmatch(text) else None
+    return _int_or_none(text) if _INT_RE.fullmatch(text) else None
 
 
 def _strict_anomaly(response: object) -> str | None:
@@ -146,7 +153,7 @@ def _memoised(read: Callable[[object], object]) -> Callable[[object], object]:
     return read_gt
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Rule:
     """How one task reads a response and its ground truth; ``None`` from either means unreadable."""
 
@@ -221,7 +228,7 @@ class ResultFile:
 
 def parse_result_name(name: str) -> tuple[str, int] | None:
     """``<model>_results[_meta]_k<k>.jsonl`` → (model, k), model the shortest prefix that fits."""
-    match = _RESULT_NAME_RE.fullmatch(name)
+    match = RESULTS_PATTERN.match(name)
     return (match["model"], int(match["k"])) if match else None
 
 
@@ -304,9 +311,11 @@ def _id_in_text(text: str, key: str) -> str | None:
 def _line_problem(text: str, response_key: str) -> tuple[dict | None, str]:
     """What is wrong with a result line that failed the fast checks, and the object if there was one."""
     try:
-        record, end = _DECODE(text)
+        record, end = _DECODER.raw_decode(text)
     except json.JSONDecodeError as exc:
         return None, f"not valid JSON ({exc.msg} at column {exc.colno})"
+    except RecursionError:
+        return None, "JSON nested too deeply"
     if end != len(text):
         return None, f"not one JSON value: extra data at column {end + 1}"
     if not isinstance(record, dict):
@@ -322,23 +331,21 @@ def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()
     yielded as a wrong, unparsed ``ScoredLine`` with ``malformed=True`` and stays in n (under its task
     when the line is an object that names one, else under the empty task).
     """
-    response_key, gt_key, task_key, id_key = (
-        options.keys.response,
-        options.keys.gt,
-        options.keys.task,
-        options.keys.id,
-    )
+    keys = options.keys
+    response_key, gt_key, task_key, id_key = keys.response, keys.gt, keys.task, keys.id
     rules = _STRICT_RULES if options.strict else _RULES
     fallback = _STRICT_TEXT_RULE if options.strict else _TEXT_RULE
-    decode = _DECODE  # json.loads without its whitespace handling (the lines are stripped): 2-3x faster
+    # json.loads minus its whitespace handling and wrapper (lines are stripped): about twice as fast.
+    # scan_once is what JSONDecoder.raw_decode calls; it raises StopIteration where nothing parses.
+    scan = _DECODER.scan_once
     model, shots, path = result.model, result.shots, result.path
     for number, raw in enumerate(_read_lines(path), 1):
         text = raw.strip()
         if not text:
             continue
         try:
-            record, end = decode(text)
-        except json.JSONDecodeError:
+            record, end = scan(text, 0)
+        except (json.JSONDecodeError, StopIteration, RecursionError):
             record = end = None
         if end != len(text) or type(record) is not dict or response_key not in record:
             record, problem = _line_problem(text, response_key)
@@ -353,7 +360,9 @@ def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()
             task = "" if record is None else str(record.get(task_key, ""))
             yield ScoredLine(model, shots, path, number, episode, task, None, None, _UNPARSED, True)
             continue
-        task = str(record.get(task_key, ""))
+        task = record.get(task_key, "")
+        if type(task) is not str:
+            task = str(task)  # as the original: a null task is the task "None"
         response = record[response_key]
         gt = record.get(gt_key)
         verdict = rules.get(task, fallback).judge(response, gt)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import struct
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -24,7 +25,7 @@ import soundfile as sf
 from .errors import AudioICLError
 from .meta import MetaLine, find_meta_files, resolve_audio_path, scan_meta
 from .records import Clip, Episode, Query
-from .tasks import TASKS, task_names
+from .tasks import TASKS, LabelSpace, TaskSpec, task_names
 from .tasks.anomaly import MACHINE_TYPES
 
 # Problem kinds, in the order the report lists them.
@@ -55,6 +56,7 @@ PROBLEM_KINDS = (
     MANIFEST,
 )
 SHOWN_PER_KIND = 20
+Finding = tuple[str, str]  # (problem kind, message) about one episode
 
 # Clip roles of the multi-clip task families (SPEC §3): demo roles, query roles (the last one is the target).
 DEMO_ROLES = {"remap": ("A", "B", "MIX"), "anomaly": ("Normal", "Anomalous")}
@@ -172,14 +174,14 @@ class Report:
 # --------------------------------------------------------------------------- episodes
 
 
-def _labelled(clip: Clip, what: str, space, problems: list[tuple[str, str]]) -> None:
+def _labelled(clip: Clip, what: str, space: LabelSpace, problems: list[Finding]) -> None:
     if clip.label is None:
         problems.append((SHAPE, f"{what} has no label"))
     elif clip.label not in space:
         problems.append((LABEL, f"{what} label {clip.label!r} is not in {space.description}"))
 
 
-def _roles_match(clips: tuple[Clip, ...], roles: tuple[str, ...], what: str, problems: list) -> bool:
+def _roles_match(clips: tuple[Clip, ...], roles: tuple[str, ...], what: str, problems: list[Finding]) -> bool:
     found = tuple(c.role for c in clips)
     if found != roles:
         shown = ", ".join(str(r) for r in found)
@@ -188,7 +190,9 @@ def _roles_match(clips: tuple[Clip, ...], roles: tuple[str, ...], what: str, pro
     return True
 
 
-def _spelled_with_references(clips: tuple[Clip, ...], label: str | None, what: str, problems: list) -> None:
+def _spelled_with_references(
+    clips: tuple[Clip, ...], label: str | None, what: str, problems: list[Finding]
+) -> None:
     """AudioRemap: a MIX label uses only the letters its A and B clips carry."""
     letters = {clips[0].label, clips[1].label}
     if None in letters or label is None:
@@ -204,12 +208,16 @@ def _spelled_with_references(clips: tuple[Clip, ...], label: str | None, what: s
         )
 
 
-def _multi_clip_problems(ep: Episode, spec, problems: list[tuple[str, str]]) -> None:
+def _multi_clip_problems(ep: Episode, spec: TaskSpec, problems: list[Finding]) -> None:
+    if spec.family not in DEMO_ROLES:  # a multi-clip task this checker has no role layout for
+        return
     demo_roles, query_roles = DEMO_ROLES[spec.family], QUERY_ROLES[spec.family]
     for index, demo in enumerate(ep.demos, start=1):
         what = f"demo {index}"
         if not demo.multi:
-            problems.append((SHAPE, f"{what} is a single clip, {ep.task} demos have clips {demo_roles}"))
+            problems.append(
+                (SHAPE, f"{what} is a single clip, {ep.task} demos have clips {', '.join(demo_roles)}")
+            )
             continue
         if not _roles_match(demo.clips, demo_roles, what, problems):
             continue
@@ -221,7 +229,9 @@ def _multi_clip_problems(ep: Episode, spec, problems: list[tuple[str, str]]) -> 
             _spelled_with_references(demo.clips, demo.label, f"{what} MIX", problems)
     query = ep.query
     if not query.multi:
-        problems.append((SHAPE, f"query is a single clip, {ep.task} queries have clips {query_roles}"))
+        problems.append(
+            (SHAPE, f"query is a single clip, {ep.task} queries have clips {', '.join(query_roles)}")
+        )
         return
     if not _roles_match(query.clips, query_roles, "query", problems):
         return
@@ -237,12 +247,12 @@ def _multi_clip_problems(ep: Episode, spec, problems: list[tuple[str, str]]) -> 
         )
 
 
-def episode_problems(ep: Episode) -> list[tuple[str, str]]:
+def episode_problems(ep: Episode) -> list[Finding]:
     """(kind, message) for each way an episode does not fit its task's shape and label space."""
     if ep.task not in TASKS:
         return [(UNKNOWN_TASK, f"unknown task {ep.task!r} (known: {', '.join(task_names())})")]
     spec = TASKS.get(ep.task)
-    problems: list[tuple[str, str]] = []
+    problems: list[Finding] = []
     if spec.multi_clip:
         _multi_clip_problems(ep, spec, problems)
     else:
@@ -358,36 +368,38 @@ def _riff_shortfall(path: Path) -> str | None:
     return None
 
 
-def _decoded_frames(path: Path) -> int:
-    with sf.SoundFile(str(path)) as handle:
-        buffer = np.empty((DECODE_BLOCK, handle.channels), dtype=np.int16)
-        total = 0
-        while True:
-            got = len(handle.read(out=buffer))
-            total += got
-            if got < DECODE_BLOCK:
-                return total
+def _decoded_frames(handle: sf.SoundFile) -> int:
+    buffer = np.empty((DECODE_BLOCK, handle.channels), dtype=np.int16)
+    total = 0
+    while True:
+        got = len(handle.read(out=buffer))
+        total += got
+        if got < DECODE_BLOCK:
+            return total
 
 
 def check_audio(path: Path, quick: bool = False) -> AudioCheck:
     """Duration of one audio file, or why it cannot be used; ``quick`` reads headers only."""
-    if not path.exists():
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
         return AudioCheck(None, missing=True)
-    if not path.is_file():
+    except OSError as exc:
+        return AudioCheck(None, error=f"cannot read: {exc.strerror}")
+    if not stat.S_ISREG(mode):
         return AudioCheck(None, error="not a file")
     try:
-        info = sf.info(str(path))
-        seconds = info.frames / info.samplerate if info.samplerate else None
+        with sf.SoundFile(str(path)) as handle:
+            frames, rate = handle.frames, handle.samplerate
+            decoded = frames if quick else _decoded_frames(handle)
         problem = _riff_shortfall(path)
-        if problem is None and info.frames == 0:
-            problem = "no samples"
-        if problem is None and not quick:
-            decoded = _decoded_frames(path)
-            if decoded != info.frames:
-                problem = f"decoded {decoded} of {info.frames} frames"
     except (sf.LibsndfileError, RuntimeError, OSError, struct.error) as exc:
         return AudioCheck(None, error=f"cannot decode: {exc}")
-    return AudioCheck(seconds, error=problem)
+    if problem is None and frames == 0:
+        problem = "no samples"
+    if problem is None and decoded != frames:
+        problem = f"decoded {decoded} of {frames} frames"
+    return AudioCheck(frames / rate if rate else None, error=problem)
 
 
 def _audio_uses(meta_lines: Iterable[MetaLine]) -> dict[str, _Use]:
@@ -440,12 +452,12 @@ def _alphabet_uses(root: Path) -> tuple[dict[str, _Use], list[Problem]]:
     for letter in LETTERS:
         rel = f"{ALPHABET_DIR}/{letter}.wav"
         if (root / rel).exists():
-            uses[rel] = _Use(ALPHABET_DIR, None, None)
+            uses[rel] = _Use(str(folder), None, None)
         else:
             absent.append(f"{letter}.wav")
     problems = []
     if absent:
-        problems.append(Problem(ALPHABET, f"Morse alphabet bank lacks {', '.join(absent)}", ALPHABET_DIR))
+        problems.append(Problem(ALPHABET, f"Morse alphabet bank lacks {', '.join(absent)}", str(folder)))
     return uses, problems
 
 

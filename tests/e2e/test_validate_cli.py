@@ -94,6 +94,7 @@ def test_reference_meta_files_report_missing_audio_and_nesting(tmp_path: Path):
     report = json.loads((tmp_path / "r.json").read_text())
     assert set(report["problem_counts"]) == {"missing audio"}
     assert report["problem_counts"]["missing audio"] == report["audio_files"] > 12000
+    assert len(report["tables"]) == 45 and all(row["episodes"] == 300 for row in report["tables"])
     assert "... and" in done.stdout and "more (--all shows every one)" in done.stdout
     nested = {n["task"]: n["nested"] for n in report["nesting"]}
     assert nested == {

@@ -13,14 +13,13 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from ..errors import AudioICLError
 from ..prompts import Chat
 from ..registry import Registry
 
 
-@runtime_checkable
 class Backend(Protocol):
     """``name``: what it is (``builtin:random``); ``max_clip_seconds``: the longest clip it accepts (None:
     any; the runner turns longer clips into error results); ``family``: the system-prompt family
@@ -87,7 +86,9 @@ def _import_kind(kind: str) -> None:
         importlib.import_module(f"{__package__}.{kind}")
     except ModuleNotFoundError as exc:
         if exc.name != f"{__package__}.{kind}":
-            raise AudioICLError(f"backend {kind!r} needs a package that is not installed: {exc.name}") from exc
+            raise AudioICLError(
+                f"backend {kind!r} needs a package that is not installed: {exc.name}"
+            ) from exc
 
 
 def load_backend(spec: str, **options: object) -> Backend:

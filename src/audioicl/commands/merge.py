@@ -19,8 +19,12 @@ def _add(sub):
         ),
     )
     p.add_argument("folders", nargs="+", type=Path, metavar="SHARD_DIR", help="shard folders to join")
-    p.add_argument("--out", required=True, type=Path, help="folder for the merged files (must not hold them yet)")
-    p.add_argument("--data", type=Path, default=None, help="dataset root: check that every episode has a result")
+    p.add_argument(
+        "--out", required=True, type=Path, help="folder for the merged files (must not hold them yet)"
+    )
+    p.add_argument(
+        "--data", type=Path, default=None, help="dataset root: check that every episode has a result"
+    )
     return p
 
 

@@ -1,13 +1,43 @@
-"""``audioicl run``: run a model (or a built-in solver) over a dataset and write results files."""
+"""``audioicl run``: run a model (or a built-in solver) over a dataset and write results files.
+
+Option values come from the command line, else from ``--config FILE`` (YAML or JSON, keys named as the
+long options, e.g. ``batch-size: 4``, ``tasks: [AudioCount]``, ``backend-option: {max_clip_seconds: 30}``;
+relative paths are relative to the file), else the defaults of ``runner.RunOptions``. Config values pass
+through the same parser as the command line, so they are checked the same way.
+"""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+from typing import Any
 
 from ..cli import command, parse_int_set, parse_names
 from ..errors import AudioICLError
-from ..prompts import LAYOUTS, MORSE_BANK_MODES, PAD_MODES, STYLES
+from ..prompts import LAYOUTS, MORSE_BANK_MODES, PAD_MODES, STYLES, read_structured_file
 from ..runner import RunOptions, Shard, run
+
+CONFIG_KEYS = (
+    "data",
+    "model",
+    "out",
+    "k",
+    "tasks",
+    "style",
+    "layout",
+    "batch-size",
+    "max-new-tokens",
+    "pad",
+    "limit",
+    "shard",
+    "prompts",
+    "morse-bank",
+    "seed",
+    "name",
+    "backend-option",
+)
+PATH_KEYS = ("data", "out", "prompts")
+REQUIRED = ("data", "model", "out")
 
 
 def _backend_option(text: str) -> tuple[str, str]:
@@ -17,7 +47,7 @@ def _backend_option(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _add(sub):
+def _add(sub, exit_on_error: bool = True):
     p = sub.add_parser(
         "run",
         help="run a model over a dataset, writing <model>_results_k<k>.jsonl",
@@ -26,64 +56,121 @@ def _add(sub):
             "OUT/<model>_results_k<k>.jsonl, <model> being the last path component of the model name "
             "(builtin:random -> random). Episodes already in the file are skipped, so rerunning resumes. "
             "With --shard I/N the run takes its share of the episodes and writes into OUT/shard-I-of-N/; "
-            "join shards with 'audioicl merge'. Exits 1 when any episode ended in an error line."
+            "join shards with 'audioicl merge'. Exits 1 when any episode ended in an error line. "
+            "Options not given fall back to --config FILE, then to the defaults."
         ),
+        exit_on_error=exit_on_error,
     )
-    p.add_argument("--data", required=True, type=Path, help="dataset root (holding meta/ and data/)")
-    p.add_argument("--model", required=True, help="BACKEND:NAME, e.g. builtin:random or hf:Qwen/Qwen2-Audio-7B-Instruct")
-    p.add_argument("--out", required=True, type=Path, help="folder for the results files and run.json")
-    p.add_argument("--k", type=parse_int_set, default=None, help="shots to run, e.g. 1-5 or 1,3 (default: all in the dataset)")
-    p.add_argument("--tasks", type=parse_names, default=None, help="comma-separated task names (default: all)")
-    p.add_argument("--style", choices=STYLES, default="specific", help="instruction style (default: specific)")
-    p.add_argument("--layout", choices=LAYOUTS, default="original", help="prompt layout (default: original)")
-    p.add_argument("--batch-size", type=int, default=8, help="chats per backend call (default: 8)")
-    p.add_argument("--max-new-tokens", type=int, default=16, help="greedy decoding budget (default: 16)")
+    p.add_argument("--data", type=Path, help="dataset root (holding meta/ and data/); required")
     p.add_argument(
-        "--pad", choices=PAD_MODES, default="none", help="zero-pad clips to the episode's or batch's longest (default: none)"
+        "--model", help="BACKEND:NAME, e.g. builtin:random or hf:Qwen/Qwen2-Audio-7B-Instruct; required"
     )
-    p.add_argument("--limit", type=int, default=None, help="only the first N episodes of each task")
-    p.add_argument("--shard", type=Shard.parse, default=None, help="I/N: run shard I (1-based) of N")
-    p.add_argument("--prompts", type=Path, default=None, help="prompt set file (YAML or JSON) overriding the wording")
+    p.add_argument("--out", type=Path, help="folder for the results files and run.json; required")
     p.add_argument(
-        "--morse-bank", choices=MORSE_BANK_MODES, default="auto", help="show the Morse alphabet bank (default: auto, when present)"
+        "--k", type=parse_int_set, help="shots to run, e.g. 1-5 or 1,3 (default: all in the dataset)"
     )
-    p.add_argument("--seed", type=int, default=0, help="run seed for sampling backends and built-ins (default: 0)")
-    p.add_argument("--name", default=None, help="<model> part of the results file names (default: from --model)")
+    p.add_argument("--tasks", type=parse_names, help="comma-separated task names (default: all)")
+    p.add_argument("--style", choices=STYLES, help="instruction style (default: specific)")
+    p.add_argument("--layout", choices=LAYOUTS, help="prompt layout (default: original)")
+    p.add_argument("--batch-size", type=int, help="chats per backend call (default: 8)")
+    p.add_argument("--max-new-tokens", type=int, help="greedy decoding budget (default: 16)")
+    p.add_argument(
+        "--pad", choices=PAD_MODES, help="zero-pad clips to the episode's or batch's longest (default: none)"
+    )
+    p.add_argument("--limit", type=int, help="only the first N episodes of each task")
+    p.add_argument("--shard", type=Shard.parse, help="I/N: run shard I (1-based) of N")
+    p.add_argument("--prompts", type=Path, help="prompt set file (YAML or JSON) overriding the wording")
+    p.add_argument(
+        "--morse-bank", choices=MORSE_BANK_MODES, help="show the Morse alphabet bank (default: auto)"
+    )
+    p.add_argument("--seed", type=int, help="run seed for sampling backends and built-ins (default: 0)")
+    p.add_argument("--name", help="<model> part of the results file names (default: from --model)")
     p.add_argument(
         "--backend-option",
         "-o",
         dest="backend_options",
         type=_backend_option,
         action="append",
-        default=[],
         metavar="KEY=VALUE",
         help="option for the backend (repeatable), e.g. -o max_clip_seconds=30",
     )
+    p.add_argument("--config", type=Path, help="YAML or JSON file of option values (command line wins)")
     return p
+
+
+def _config_tokens(path: Path) -> list[str]:
+    """The config file as command-line tokens."""
+    values = read_structured_file(path, "config file")
+    if not isinstance(values, dict):
+        raise AudioICLError(f"config file must hold a mapping, got {type(values).__name__}", file=str(path))
+    tokens: list[str] = []
+    for raw_key, value in values.items():
+        key = str(raw_key).replace("_", "-")
+        if key not in CONFIG_KEYS:
+            raise AudioICLError(f"unknown key {raw_key!r} (known: {', '.join(CONFIG_KEYS)})", file=str(path))
+        if key == "backend-option":
+            if not isinstance(value, dict):
+                raise AudioICLError("'backend-option' must be a mapping of KEY: VALUE", file=str(path))
+            for option, setting in value.items():
+                tokens += ["--backend-option", f"{option}={setting}"]
+            continue
+        if isinstance(value, list):
+            value = ",".join(map(str, value))
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise AudioICLError(
+                f"{raw_key!r} must be a string or a number, got {type(value).__name__}", file=str(path)
+            )
+        text = str(value)
+        if key in PATH_KEYS and not Path(text).is_absolute():
+            text = str(path.parent / text)
+        tokens += [f"--{key}", text]
+    return tokens
+
+
+def _config_values(path: Path) -> argparse.Namespace:
+    parser = _add(argparse.ArgumentParser(prog="audioicl").add_subparsers(), exit_on_error=False)
+    try:
+        return parser.parse_args(_config_tokens(path))
+    except argparse.ArgumentError as exc:
+        raise AudioICLError(str(exc), file=str(path)) from exc
+    except AudioICLError as exc:
+        exc.file = str(path)
+        raise
+
+
+def _merged(args: argparse.Namespace) -> dict[str, Any]:
+    """Command-line values over config values; None where neither gives one."""
+    values = {key: value for key, value in vars(args).items() if key not in ("config", "run", "command")}
+    if args.config is None:
+        return values
+    config = vars(_config_values(args.config))
+    merged = {key: value if value is not None else config.get(key) for key, value in values.items()}
+    merged["backend_options"] = (config.get("backend_options") or []) + (args.backend_options or [])
+    return merged
+
+
+def options_from_args(args: argparse.Namespace) -> RunOptions:
+    values = _merged(args)
+    missing = [f"--{key}" for key in REQUIRED if values.get(key) is None]
+    if missing:
+        raise AudioICLError(f"{', '.join(missing)} required (on the command line or in --config)")
+    fields: dict[str, Any] = {
+        "data": values["data"],
+        "model": values["model"],
+        "out": values["out"],
+        "shots": tuple(values["k"]) if values.get("k") else None,
+        "tasks": tuple(values["tasks"]) if values.get("tasks") else None,
+        "backend_options": dict(values.get("backend_options") or []),
+    }
+    for key in ("style", "layout", "batch_size", "max_new_tokens", "pad", "limit", "shard", "prompts"):
+        fields[key] = values.get(key)
+    fields.update(morse_bank=values.get("morse_bank"), seed=values.get("seed"), name=values.get("name"))
+    return RunOptions(**{key: value for key, value in fields.items() if value is not None})
 
 
 @command(_add)
 def run_command(args) -> int:
-    options = RunOptions(
-        data=args.data,
-        model=args.model,
-        out=args.out,
-        shots=tuple(args.k) if args.k else None,
-        tasks=tuple(args.tasks) if args.tasks else None,
-        style=args.style,
-        layout=args.layout,
-        batch_size=args.batch_size,
-        max_new_tokens=args.max_new_tokens,
-        pad=args.pad,
-        limit=args.limit,
-        shard=args.shard,
-        prompts=args.prompts,
-        morse_bank=args.morse_bank,
-        seed=args.seed,
-        name=args.name,
-        backend_options=dict(args.backend_options),
-    )
-    summary = run(options)
+    summary = run(options_from_args(args))
     for k_summary in summary.ks:
         print(k_summary.line())
     if summary.errors:

@@ -29,19 +29,37 @@ def _add(sub):
             "(model,shots,task,accuracy,n), a detail CSV (correct, unparsed, 95%% Wilson interval) and a table."
         ),
     )
-    p.add_argument("--in", dest="input", type=Path, required=True, help="folder searched recursively")
-    p.add_argument("--out", type=Path, required=True, help="summary CSV to write")
-    p.add_argument("--detail", type=Path, help="detail CSV (default: <out stem>_detail.csv next to --out)")
-    p.add_argument("--only-model", help="only these models (comma-separated names as in the file names)")
-    p.add_argument("--only-shots", help="only these k, e.g. 1,3 or 1-5")
-    p.add_argument("--per-example-dir", type=Path, help="also write <model>_k<k>.csv (id,task,correct) here")
+    p.add_argument(
+        "--in", dest="input", metavar="DIR", type=Path, required=True, help="folder searched recursively"
+    )
+    p.add_argument("--out", metavar="CSV", type=Path, required=True, help="summary CSV to write")
+    p.add_argument(
+        "--detail", metavar="CSV", type=Path, help="detail CSV (default: <out stem>_detail.csv next to --out)"
+    )
+    p.add_argument(
+        "--only-model",
+        metavar="M[,M...]",
+        help="only these models (comma-separated names as in the file names)",
+    )
+    p.add_argument("--only-shots", metavar="K", help="only these k, e.g. 1,3 or 1-5")
+    p.add_argument(
+        "--per-example-dir",
+        metavar="DIR",
+        type=Path,
+        help="also write <model>_k<k>.csv (id,task,correct) here",
+    )
     p.add_argument(
         "--keep-text", action="store_true", help="per-example CSVs also hold gt and pred (response)"
     )
-    p.add_argument("--pred-key", default="response", help="key of the model's response (default: response)")
-    p.add_argument("--gt-key", default="gt", help="key of the ground truth (default: gt)")
-    p.add_argument("--task-key", default="task", help="key of the task name (default: task)")
-    p.add_argument("--id-key", default="id", help="key of the episode id (default: id)")
+    p.add_argument(
+        "--pred-key",
+        metavar="KEY",
+        default="response",
+        help="key of the model's response (default: response)",
+    )
+    p.add_argument("--gt-key", metavar="KEY", default="gt", help="key of the ground truth (default: gt)")
+    p.add_argument("--task-key", metavar="KEY", default="task", help="key of the task name (default: task)")
+    p.add_argument("--id-key", metavar="KEY", default="id", help="key of the episode id (default: id)")
     p.add_argument(
         "--skip-bad-lines",
         action="store_true",

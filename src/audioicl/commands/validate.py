@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ..cli import command
+from ..errors import AudioICLError
 from ..validate import format_report, validate
 
 
@@ -34,6 +35,8 @@ def _add(sub):
 
 @command(_add)
 def run(args) -> int:
+    if args.jobs is not None and args.jobs < 1:
+        raise AudioICLError("--jobs must be at least 1")
     report = validate(args.root, quick=args.quick, verify_hashes=args.verify_hashes, jobs=args.jobs)
     print(format_report(report, show_all=args.all))
     if args.json:

@@ -15,7 +15,7 @@ from pathlib import Path
 from .accuracy import AccuracyGrid, chance_level, load_grid
 from .examples import Example, read_scored, select_examples
 from .html import ExampleView, Page, TaskSection, render_page
-from .media import AudioBudget, embed_clip
+from .media import AudioBudget, embed_clips
 from .plots import overview_figure, task_figure
 from .tables import accuracy_table, describe_chance, html_table, markdown_table
 
@@ -76,7 +76,7 @@ def embed_examples(examples: list[Example], budget: AudioBudget) -> tuple[Exampl
             example,
             None
             if example.audio_paths is None
-            else tuple(embed_clip(example.data_root, path, budget) for path in example.audio_paths),
+            else embed_clips(example.data_root, example.audio_paths, budget),
         )
         for example in examples
     )

@@ -38,17 +38,31 @@ def png_data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def embed_clip(root: Path | None, audio_path: str, budget: AudioBudget) -> EmbeddedClip:
-    """Load a clip (mono, 16 kHz), re-encode it as PCM16 WAV and embed it if the budget allows."""
-    if root is None:
-        return EmbeddedClip(audio_path, problem="data root unknown (pass --data)")
+def _encode(root: Path, audio_path: str) -> bytes | str:
+    """The clip as 16 kHz mono PCM16 WAV bytes, or why it cannot be had."""
     try:
         wave, rate = load(resolve_audio_path(root, audio_path), SAMPLE_RATE)
     except AudioICLError as exc:
-        return EmbeddedClip(audio_path, problem=f"missing audio: {exc.message}")
-    wav = pcm16_bytes(wave, rate)
-    if not budget.take(len(wav)):
-        return EmbeddedClip(
-            audio_path, problem=f"not embedded: audio budget of {budget.limit / 1e6:g} MB used up"
+        return f"missing audio: {exc.message}"
+    return pcm16_bytes(wave, rate)
+
+
+def embed_clips(
+    root: Path | None, audio_paths: tuple[str, ...], budget: AudioBudget
+) -> tuple[EmbeddedClip, ...]:
+    """One example's clips, embedded all together or (over budget) not at all, so no example is half-heard."""
+    if root is None:
+        return tuple(EmbeddedClip(path, problem="data root unknown (pass --data)") for path in audio_paths)
+    encoded = [_encode(root, path) for path in audio_paths]
+    if not budget.take(sum(len(wav) for wav in encoded if isinstance(wav, bytes))):
+        over = f"not embedded: audio budget of {budget.limit / 1e6:g} MB for this task used up"
+        return tuple(
+            EmbeddedClip(path, problem=wav if isinstance(wav, str) else over)
+            for path, wav in zip(audio_paths, encoded, strict=True)
         )
-    return EmbeddedClip(audio_path, data_uri="data:audio/wav;base64," + base64.b64encode(wav).decode("ascii"))
+    return tuple(
+        EmbeddedClip(path, problem=wav)
+        if isinstance(wav, str)
+        else EmbeddedClip(path, data_uri="data:audio/wav;base64," + base64.b64encode(wav).decode("ascii"))
+        for path, wav in zip(audio_paths, encoded, strict=True)
+    )

@@ -26,13 +26,18 @@ def model_colors(models: tuple[str, ...]) -> dict[str, str]:
     return {model: f"C{i % 10}" for i, model in enumerate(models)}
 
 
+def dodge(index: int, count: int, step: float = 0.06) -> float:
+    """A small x offset per model, so equal accuracies do not hide each other's line and bars."""
+    return (index - (count - 1) / 2) * step
+
+
 def _draw_task(ax: Axes, grid: AccuracyGrid, task: str, colors: dict[str, str]) -> None:
     """One line per model with 95% Wilson error bars and a faint band between them."""
-    for model in grid.models:
+    for index, model in enumerate(grid.models):
         points = [(k, c) for k in grid.shots if (c := grid.cell(model, k, task)) is not None]
         if not points:
             continue
-        xs = [k for k, _ in points]
+        xs = [k + dodge(index, len(grid.models)) for k, _ in points]
         ys = [c.accuracy for _, c in points]
         lows = [c.low for _, c in points]
         highs = [c.high for _, c in points]
@@ -45,8 +50,9 @@ def _draw_task(ax: Axes, grid: AccuracyGrid, task: str, colors: dict[str, str]) 
 
 
 def _draw_mean(ax: Axes, grid: AccuracyGrid, colors: dict[str, str]) -> None:
-    for model in grid.models:
-        points = [(k, m.accuracy) for k in grid.shots if (m := grid.mean(model, k)) is not None]
+    for index, model in enumerate(grid.models):
+        offset = dodge(index, len(grid.models))
+        points = [(k + offset, m.accuracy) for k in grid.shots if (m := grid.mean(model, k)) is not None]
         if points:
             ax.plot(*zip(*points, strict=True), color=colors[model], marker="o", label=model)
 

@@ -115,16 +115,18 @@ def _rain(rng, n, sr):
     bed = shaped_noise(rng, n, sr, rng.uniform(-3.0, 0.0), rng.uniform(150, 500), rng.uniform(4000, 7500))
     bed *= _drift(rng, n, sr, rng.uniform(0.05, 0.3), rng.uniform(6.0, 12.0))
     drops = np.zeros(n)
-    for _ in range(3):  # three drop sizes, each an impulse train convolved with its own "plink"
-        rate = rng.uniform(40.0, 250.0)
+    for _ in range(8):  # eight kinds of drop, each with its own rising "plink", at random times and sizes
+        rate = rng.uniform(10.0, 80.0)
         positions = rng.integers(0, n, rng.poisson(rate * seconds) + 1)
-        train = np.zeros(n)
-        np.add.at(train, positions, rng.lognormal(0.0, 0.5, len(positions)))
+        sizes = rng.lognormal(0.0, 0.5, len(positions))
         length = int(rng.uniform(0.004, 0.015) * sr)
         k = np.arange(length) / sr
-        kernel = np.sin(2 * np.pi * rng.uniform(1500, 5500) * k) * np.exp(-k / rng.uniform(0.001, 0.004))
+        pitch = rng.uniform(1200, 6000) * (1.0 + rng.uniform(0.0, 0.6) * k / k[-1])
+        kernel = np.sin(2 * np.pi * np.cumsum(pitch) / sr) * np.exp(-k / rng.uniform(0.001, 0.004))
         kernel *= _soft_envelope(length, max(1, int(0.001 * sr)), length // 3)
-        drops += np.convolve(train, kernel)[:n]
+        where = positions[:, None] + np.arange(length)
+        inside = where < n
+        drops += np.bincount(where[inside], (sizes[:, None] * kernel)[inside], minlength=n)
     drops = band_filter(drops, sr, 600.0, None)
     return bed + rng.uniform(0.3, 0.8) * drops / max(rms(drops), 1e-12)
 

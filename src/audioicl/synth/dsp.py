@@ -32,9 +32,11 @@ def mix_at_snr(signal: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarr
     return (np.asarray(signal, dtype=np.float64) + gain * noise).astype(np.float32)
 
 
-def raised_cosine(n: int) -> np.ndarray:
-    """A rising half-cosine ramp of ``n`` samples from 0 towards 1 (the last sample is below 1)."""
-    return (0.5 - 0.5 * np.cos(np.pi * np.arange(n) / max(n, 1))).astype(np.float32)
+def raised_cosine(n: int, centred: bool = False) -> np.ndarray:
+    """A rising half-cosine ramp of ``n`` samples towards 1. It starts at exactly 0, or, ``centred``, is
+    sampled at sample centres so that no sample is zero (a keyed element stays audibly 'on')."""
+    offset = 0.5 if centred else 0.0
+    return (0.5 - 0.5 * np.cos(np.pi * (np.arange(n) + offset) / max(n, 1))).astype(np.float32)
 
 
 def fade(x: np.ndarray, sr: int, ms: float) -> np.ndarray:
@@ -155,14 +157,18 @@ def shaped_noise(
 
 
 def smooth_random(rng: np.random.Generator, n: int, sr: int, rate_hz: float) -> np.ndarray:
-    """A smooth random curve (about ``rate_hz`` control points per second, cosine-interpolated), values in [0, 1]."""
+    """A smooth random curve (about ``rate_hz`` control points per second, cosine-interpolated), values in [0, 1].
+
+    The curve is computed every 16 samples and linearly interpolated in between (it moves slowly anyway).
+    """
     points = max(2, int(np.ceil(n / sr * rate_hz)) + 2)
     knots = rng.random(points)
-    position = np.arange(n) / sr * rate_hz
+    coarse_at = np.arange(0, n + 16, 16)
+    position = coarse_at / sr * rate_hz
     idx = np.minimum(position.astype(np.int64), points - 2)
-    frac = position - idx
-    weight = 0.5 - 0.5 * np.cos(np.pi * frac)
-    return knots[idx] * (1.0 - weight) + knots[idx + 1] * weight
+    weight = 0.5 - 0.5 * np.cos(np.pi * (position - idx))
+    coarse = knots[idx] * (1.0 - weight) + knots[idx + 1] * weight
+    return np.interp(np.arange(n), coarse_at, coarse)
 
 
 def phase_of(freq_hz: np.ndarray, sr: int) -> np.ndarray:

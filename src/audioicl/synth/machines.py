@@ -6,12 +6,12 @@ ring a structural resonance, plus a factory background at a random signal-to-noi
 one machine's build (speeds, tooth and blade counts, resonances, spectra); every clip of it varies the way real
 recordings do (speed, load, microphone distance, background level, phases). Anomalies are faults with a physical
 signature (bearing defect impulse trains, imbalance modulation at the rotation rate, gear sidebands, squeal,
-missing or extra valve events ...). Every clip's RMS is set to a level drawn from one distribution whatever the
-anomaly, so loudness never gives an anomaly away.
+missing or extra valve events ...). Every clip's RMS is set to a level drawn from one distribution (-35 to -27
+dBFS) whatever the anomaly, so loudness never gives an anomaly away; the peak stays below 0.95.
 
 Rendering is vectorised: tonal parts are float32 sines in the time domain; noise and impact trains are built as
-spectra (impacts through the analytic frequency response of damped resonances) and turned into sound with one
-inverse FFT per clip, a second one for the background.
+spectra (impacts through the analytic frequency response of damped resonances) and turned into sound, background
+included, with one inverse FFT per clip (two when the whole machine is amplitude-modulated).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ _PEAK_LIMIT = 0.95
 
 @dataclass(frozen=True)
 class MachineUnit:
-    """One machine's fixed build; what each field means per type is noted in brackets.
+    """One machine's fixed build; what a field means depends on the type (in parentheses).
 
     ``rotation_hz``: nominal speed of the main rotating part (fan shaft, bearing shaft, gearbox input shaft, toy
     motor, slider motor at full travel speed, valve pump). ``order``: blades (fan), rolling elements (bearing),
@@ -124,7 +124,7 @@ def machine_clip(
         load_db=float(rng.uniform(-3.0, 3.0)),
         mic_cutoff_hz=float(rng.uniform(3000.0, 8000.0)),
         snr_db=float(rng.uniform(6.0, 18.0)),
-        level_db=float(rng.uniform(-30.0, -22.0)),
+        level_db=float(rng.uniform(-35.0, -27.0)),
         severity=float(rng.uniform(0.6, 1.0)),
     )
     canvas = _Canvas(n, sr, rng, take.mic_cutoff_hz)
@@ -186,6 +186,12 @@ def _mic(n: int, sr: int, cutoff_hz: int) -> np.ndarray:
     return _read_only((1.0 / np.sqrt(1.0 + (_grid(n, sr)[2] / cutoff_hz) ** 2)).astype(np.float32))
 
 
+def _rfft(x: np.ndarray) -> np.ndarray:
+    """Spectrum of a float32 signal, scale arbitrary (callers normalise levels). numpy 2.4's single-precision
+    forward FFT is several times slower with its default (unscaled) normalisation than with "ortho"."""
+    return np.fft.rfft(x, norm="ortho")
+
+
 def _periodic_times(
     rng: np.random.Generator, rate_hz: float, seconds: float, jitter: float = 0.0
 ) -> np.ndarray:
@@ -218,6 +224,8 @@ class _Canvas:
         self.noise_power = np.zeros(self.freqs.size, dtype=np.float32)  # stationary noise, per bin
         self.tonal = np.zeros(n, dtype=np.float32)
         self.modulation: np.ndarray | None = None
+        self._scratch = (np.empty(n), np.empty(n))
+        self._frac, self._phase, self._part = (np.empty(n, dtype=np.float32) for _ in range(3))
         # Slow speed drift shared by every rotating part: "warped time" whose derivative is 1 +- about 0.5 %.
         drift = np.zeros(n, dtype=np.float32)
         for _ in range(2):
@@ -235,8 +243,15 @@ class _Canvas:
     def ring(self, centre_hz: float, q: float) -> np.ndarray:
         return _resonance(self.n, self.sr, round(centre_hz), round(q * 10))
 
-    def _fraction(self, cycles: np.ndarray) -> np.ndarray:
-        return (cycles - np.floor(cycles)).astype(np.float32)
+    def _fraction(self, cycles: np.ndarray, scale: float, out: np.ndarray) -> np.ndarray:
+        """The fractional part of ``scale * cycles`` (float64 in) as float32 in ``out``. Works in preallocated
+        scratch: fresh megabyte-sized temporaries cost more in page faults than the arithmetic does."""
+        wide, whole = self._scratch
+        np.multiply(cycles, scale, out=wide)
+        np.floor(wide, out=whole)
+        np.subtract(wide, whole, out=wide)
+        out[...] = wide
+        return out
 
     # -- tonal parts -------------------------------------------------------------------------------------------
     def harmonics(
@@ -249,19 +264,31 @@ class _Canvas:
     ) -> None:
         """Partials at multiples ``k`` (keys) of ``fundamental_hz`` with relative levels (values, dB), together
         at RMS ``level_db``, random phases; ``cycles`` (fundamental periods elapsed) overrides the steady speed."""
+        scale = 1.0
         if cycles is None:
-            cycles = fundamental_hz * self.warped
-        frac = self._fraction(cycles)
+            cycles, scale = self.warped, fundamental_hz
+        frac = self._fraction(cycles, scale, self._frac)
         amps = np.array([_db(v) for v in levels_db.values()])
         amps *= _db(level_db) / np.sqrt(np.sum(amps**2) / 2.0)
-        part = np.zeros(self.n, dtype=np.float32)
+        part = self.tonal
+        if envelope is not None:
+            part = self._part
+            part.fill(0.0)
+        phase = self._phase
         for k, amp in zip(levels_db, amps, strict=True):
             mic = 1.0 / np.sqrt(1.0 + (k * fundamental_hz / self.mic_cutoff_hz) ** 2)
-            phase = frac * np.float32(k) if float(k).is_integer() else self._fraction(k * cycles)
+            if float(k).is_integer():
+                np.multiply(frac, np.float32(k), out=phase)
+            else:
+                self._fraction(cycles, scale * k, phase)
             phase += np.float32(self.rng.random())
             phase *= _TWO_PI
-            part += np.float32(amp * mic) * np.sin(phase, out=phase)
-        self.tonal += part if envelope is None else part * envelope.astype(np.float32)
+            np.sin(phase, out=phase)
+            phase *= np.float32(amp * mic)
+            part += phase
+        if envelope is not None:
+            part *= envelope
+            self.tonal += part
 
     def squeal(self, centre_hz: float, level_db: float, envelope: np.ndarray | None = None) -> None:
         """Friction squeal: a wandering near-tonal partial and its octave, sounding where ``envelope`` is 1
@@ -277,7 +304,8 @@ class _Canvas:
 
     def modulate(self, depth: float, rate_hz: float) -> None:
         """Amplitude modulation of the whole machine at ``rate_hz`` (e.g. imbalance at the rotation rate)."""
-        phase = self._fraction(rate_hz * self.warped) + np.float32(self.rng.random())
+        phase = self._fraction(self.warped, rate_hz, np.empty(self.n, dtype=np.float32))
+        phase += np.float32(self.rng.random())
         env = 1.0 + np.float32(depth) * np.sin(_TWO_PI * phase)
         self.modulation = env if self.modulation is None else self.modulation * env
 
@@ -294,13 +322,13 @@ class _Canvas:
             self.noise_power += power * np.float32(_db(2 * level_db) / self._mean_square(2 * power))
         else:
             white = self.rng.standard_normal(self.n, dtype=np.float32) * envelope.astype(np.float32)
-            self._add_spectrum(np.fft.rfft(white) * gain, level_db)
+            self._add_spectrum(_rfft(white) * gain, level_db)
 
     def impacts(self, times: np.ndarray, amps: np.ndarray, response: np.ndarray, level_db: float) -> None:
         """Impulses at ``times`` (s) with ``amps`` ringing the complex frequency ``response``."""
         idx = np.clip(np.round(np.asarray(times) * self.sr).astype(np.int64), 0, self.n - 1)
         train = np.bincount(idx, weights=np.asarray(amps, dtype=np.float64), minlength=self.n)
-        self._add_spectrum(np.fft.rfft(train.astype(np.float32)) * response, level_db)
+        self._add_spectrum(_rfft(train.astype(np.float32)) * response, level_db)
 
     def _add_spectrum(self, spectrum: np.ndarray, level_db: float) -> None:
         mean_square = self._mean_square(spectrum.real**2 + spectrum.imag**2)
@@ -320,7 +348,9 @@ class _Canvas:
         )
         if self.modulation is not None:
             machine_ms *= float(np.dot(self.modulation, self.modulation)) / self.n
-        background = self.band(30.0, 7000.0, unit.background_tilt_db + self.rng.uniform(-1.0, 1.0)) ** 2
+        # the background's tilt varies a little between clips, in coarse steps that keep the shape cache small
+        tilt_db = unit.background_tilt_db + 0.5 * int(self.rng.integers(-2, 3))
+        background = self.band(30.0, 7000.0, tilt_db) ** 2
         background *= np.float32(machine_ms / 10 ** (snr_db / 10) / self._mean_square(2 * background))
         hum = self._hum(unit.hum_hz, np.sqrt(machine_ms) * _db(-snr_db - 20.0))
         if self.modulation is None:  # one inverse FFT for everything
@@ -379,7 +409,7 @@ def _fan(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) -> Non
         c.impacts(times, np.ones(times.size), c.ring(unit.resonance_hz, 6.0), -12.0 + 6 * s)
         c.harmonics(shaft, {unit.order - 1: 0.0, unit.order + 1: 0.0}, tone_db - 8.0 + 4 * s)
     elif anomaly == "bearing_squeal":
-        c.squeal(c.rng.uniform(2500.0, 5500.0), -16.0 + 6 * s)
+        c.squeal(c.rng.uniform(2500.0, 5500.0), -11.0 + 6 * s)
 
 
 def _bearing(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) -> None:
@@ -398,17 +428,17 @@ def _bearing(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) ->
     c.harmonics(2 * unit.hum_hz, {1: 0.0, 2: -10.0}, unit.tone_to_noise_db - 6.0)
     if anomaly == "outer_race":
         times = _periodic_times(c.rng, outer, c.seconds, jitter=0.02)
-        c.impacts(times, c.rng.uniform(0.8, 1.2, times.size), ring, -10.0 + 6 * s)
+        c.impacts(times, c.rng.uniform(0.8, 1.2, times.size), ring, -7.0 + 6 * s)
     elif anomaly == "inner_race":  # the defect passes through the load zone once per revolution
         times = _periodic_times(c.rng, inner, c.seconds, jitter=0.02)
         load_zone = 0.5 + 0.5 * np.cos(2 * np.pi * shaft * times)
-        c.impacts(times, load_zone, ring, -10.0 + 6 * s)
+        c.impacts(times, load_zone, ring, -7.0 + 6 * s)
     elif anomaly == "imbalance":
         c.modulate(0.2 + 0.2 * s, shaft)
     elif anomaly == "looseness":  # rattling: irregular knocks clustered in bursts
         bursts = _poisson_times(c.rng, 1.5, c.seconds)
         times = (bursts[:, None] + np.cumsum(c.rng.uniform(0.005, 0.03, (bursts.size, 6)), axis=1)).ravel()
-        c.impacts(times, c.rng.uniform(0.3, 1.0, times.size), c.ring(900.0, 4.0), -12.0 + 6 * s)
+        c.impacts(times, c.rng.uniform(0.3, 1.0, times.size), c.ring(900.0, 4.0), -18.0 + 6 * s)
 
 
 def _gearbox(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) -> None:
@@ -418,8 +448,9 @@ def _gearbox(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) ->
     output = shaft / unit.ratio
     tone_db = unit.tone_to_noise_db + take.load_db
     mesh_levels = {1.0: 0.0, 2.0: -8.0 + take.load_db, 3.0: -14.0}
-    if anomaly == "wear":
-        mesh_levels = {1.0: 0.0, 2.0: 0.0 + take.load_db, 3.0: -4.0}
+    if anomaly == "wear":  # worn flanks: stronger mesh overtones and rough noise around the mesh frequency
+        mesh_levels = {1.0: 0.0, 2.0: 2.0 * s + take.load_db, 3.0: -6.0 + 4.0 * s}
+        c.noise(np.abs(c.ring(2 * mesh, 3.0)), -10.0 + 6 * s)
     c.noise(c.band(*unit.noise_band_hz, unit.noise_tilt_db), 0.0)
     c.noise(np.abs(c.ring(unit.resonance_hz, unit.resonance_q)), -10.0)
     c.harmonics(mesh, mesh_levels, tone_db)
@@ -433,7 +464,7 @@ def _gearbox(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) ->
     c.harmonics(output, {1: 0.0, 2: -6.0}, tone_db - 18.0 + (8.0 * s if anomaly == "wear" else 0.0))
     if anomaly == "tooth_crack":  # one knock per input-shaft revolution
         times = _periodic_times(c.rng, shaft, c.seconds, jitter=0.005)
-        c.impacts(times, np.ones(times.size), c.ring(unit.resonance_hz, 8.0), -12.0 + 6 * s)
+        c.impacts(times, np.ones(times.size), c.ring(unit.resonance_hz, 8.0), -7.0 + 6 * s)
     elif anomaly == "misalignment":
         c.modulate(0.15 + 0.15 * s, 2 * shaft)
 
@@ -452,13 +483,12 @@ def _toy_car(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) ->
     c.noise(c.band(*unit.noise_band_hz, unit.noise_tilt_db), 0.0)
     c.harmonics(motor, levels, unit.tone_to_noise_db + take.load_db)
     c.harmonics(motor, {10.0: 0.0, 20.0: -8.0}, unit.tone_to_noise_db - 10.0)  # pinion mesh, 10 teeth
-    c.modulate(0.08, wheel)  # tyre pattern
     if anomaly == "bent_shaft":
         c.modulate(0.2 + 0.2 * s, wheel)
         c.harmonics(wheel, {1: 0.0, 2: -4.0}, unit.tone_to_noise_db - 12.0 + 6 * s)
     elif anomaly == "gear_damage":  # a broken tooth on the intermediate gear (a third of the motor speed)
         times = _periodic_times(c.rng, motor / 3.0, c.seconds, jitter=0.01)
-        c.impacts(times, np.ones(times.size), c.ring(unit.resonance_hz * 2.5, 6.0), -12.0 + 6 * s)
+        c.impacts(times, np.ones(times.size), c.ring(unit.resonance_hz * 2.5, 6.0), -8.0 + 6 * s)
     elif anomaly == "tire_damage":  # a thump every wheel turn
         times = _periodic_times(c.rng, wheel, c.seconds, jitter=0.01)
         c.impacts(times, np.ones(times.size), c.ring(unit.resonance_hz * 0.4, 3.0), -8.0 + 6 * s)
@@ -481,41 +511,39 @@ def _toy_train(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) 
     amps = np.concatenate([np.ones(joints.size), np.full(joints.size, 0.8)]) * c.rng.uniform(
         0.9, 1.1, 2 * joints.size
     )
-    if anomaly == "track_damage":  # broken track: extra, harder knocks between the joints
-        extra = _poisson_times(c.rng, 1.0 + 1.5 * s, c.seconds)
-        times = np.concatenate([times, extra, extra + gap])
-        amps = np.concatenate([amps, np.full(2 * extra.size, 1.3)])
-    c.impacts(times, amps, _rail_click(c, unit), -6.0)
-    if anomaly == "flat_wheel":  # a flat spot hits the rail every wheel turn
+    c.impacts(times, amps, _rail_click(c, unit), -11.0)
+    if anomaly == "track_damage":  # broken rail: dull clacks between the joints, both axles again
+        extra = _poisson_times(c.rng, 2.0 + 1.5 * s, c.seconds)
+        clack = c.ring(unit.resonance_hz * 0.5, 6.0) + c.ring(200.0, 3.0)
+        c.impacts(np.concatenate([extra, extra + gap]), np.ones(2 * extra.size), clack, -12.0 + 6 * s)
+    elif anomaly == "flat_wheel":  # a flat spot hits the rail every wheel turn
         hits = _periodic_times(c.rng, wheel, c.seconds, jitter=0.01)
-        c.impacts(hits, np.ones(hits.size), c.ring(800.0, 4.0), -12.0 + 6 * s)
+        c.impacts(hits, np.ones(hits.size), c.ring(800.0, 4.0), -8.0 + 6 * s)
     elif anomaly == "flange_squeal":
-        c.squeal(c.rng.uniform(2000.0, 5000.0), -16.0 + 6 * s)
+        c.squeal(c.rng.uniform(2000.0, 5000.0), -12.0 + 6 * s)
 
 
-def _stroke_profile(
-    c: _Canvas, unit: MachineUnit, take: _Take
-) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """Slider travel: velocity (0..1, a raised-sine bump per stroke), the stroke index of every sample, stroke
-    start offset and moving time. Strokes alternate direction every half period."""
-    half = unit.cycle_s / 2 / take.speed
-    moving = unit.duty * half
+def _stroke_profile(c: _Canvas, half: float, moving: float) -> tuple[np.ndarray, float]:
+    """Slider travel: a stroke starts every ``half`` seconds (alternating direction) from a random offset and
+    moves for ``moving`` seconds. Returns the velocity (0..1, a raised-sine bump per stroke) and the offset."""
     offset = c.rng.uniform(0.0, half)
-    position = (c.t - offset) / half
-    stroke = np.floor(position)
-    u = (position - stroke) * (half / moving)  # 0..1 while moving
-    velocity = np.where(u < 1.0, np.sin(np.pi * np.minimum(u, 1.0)) ** 2, 0.0)
-    return velocity, stroke, offset, moving
+    position = (c.t32 - np.float32(offset)) / np.float32(half)
+    u = np.minimum((position - np.floor(position)) * np.float32(half / moving), np.float32(1.0))
+    velocity = np.sin(np.float32(np.pi) * u)
+    velocity *= velocity  # sin(pi u)^2, zero from u = 1 until the next stroke
+    return velocity, offset
 
 
 def _slider(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) -> None:
     s = take.severity
-    velocity, _, offset, moving = _stroke_profile(c, unit, take)
     half = unit.cycle_s / 2 / take.speed
+    moving = unit.duty * half
+    velocity, offset = _stroke_profile(c, half, moving)
     motor_hz = unit.rotation_hz * take.speed
     speed_curve = velocity
     if anomaly == "loose_belt":  # slipping belt: the motor speed wobbles
-        speed_curve = velocity * (1.0 + 0.1 * s * np.sin(2 * np.pi * c.rng.uniform(4, 8) * c.t))
+        wobble = np.sin(_TWO_PI * np.float32(c.rng.uniform(4, 8)) * c.t32)
+        speed_curve = velocity * (1.0 + np.float32(0.15 * s) * wobble)
     cycles = np.cumsum(speed_curve) * (motor_hz / c.sr)
     levels = _rotation_levels(unit, 6, take.load_db)
     levels[unit.order] += 6.0
@@ -531,9 +559,9 @@ def _slider(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) -> 
     stops = starts + moving
     stop_amps = c.rng.uniform(0.8, 1.2, stops.size)
     clunk = c.ring(unit.resonance_hz, unit.resonance_q) + 0.5 * c.ring(250.0, 2.0)
-    c.impacts(stops, stop_amps, clunk, -6.0)
+    c.impacts(stops, stop_amps, clunk, -18.0)
     if anomaly == "loose_belt":  # belt slap when the motion starts
-        c.impacts(starts + 0.02, np.ones(starts.size), c.ring(500.0, 3.0), -12.0 + 6 * s)
+        c.impacts(starts + 0.02, np.ones(starts.size), c.ring(400.0, 6.0), -18.0 + 6 * s)
     elif anomaly == "rail_damage":  # a dent the carriage rolls over, at the same place in both directions
         place = c.rng.uniform(0.3, 0.7)
         u = np.linspace(0.0, 1.0, 257)
@@ -541,43 +569,39 @@ def _slider(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) -> 
         forward = np.interp(place, travelled, u) * moving
         backward = np.interp(1.0 - place, travelled, u) * moving
         hits = starts + np.where(np.arange(starts.size) % 2 == 0, forward, backward)
-        c.impacts(hits, np.ones(hits.size), c.ring(2500.0, 8.0), -12.0 + 6 * s)
+        c.impacts(hits, np.ones(hits.size), c.ring(1800.0, 20.0), -16.0 + 6 * s)
 
 
 def _valve(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) -> None:
     s = take.severity
     period = unit.cycle_s * c.rng.uniform(0.99, 1.01)
     open_s = unit.duty * period
-    first = c.rng.uniform(-period, 0.0)
-    opens = first + period * np.arange(int(c.seconds / period) + 2)
+    opens = c.rng.uniform(-period, 0.0) + period * np.arange(int(c.seconds / period) + 2)
     closes = opens + open_s
+    bounces = np.zeros(0)
     if anomaly == "missing_event":  # the valve sticks: whole cycles do not happen
         inside = np.flatnonzero((opens > 0.0) & (opens < c.seconds - open_s))
-        drop = (
-            c.rng.choice(inside, size=min(inside.size, 1 + int(s > 0.8)), replace=False)
-            if inside.size
-            else []
-        )
+        drop = c.rng.choice(inside, size=min(inside.size, 1 + int(s > 0.8)), replace=False)
         keep = np.setdiff1d(np.arange(opens.size), drop)
         opens, closes = opens[keep], closes[keep]
-    if anomaly == "extra_event":  # spurious short openings between the programmed ones
-        extra = c.rng.uniform(0.0, c.seconds - 0.3, 1 + int(2 * s))
+    elif anomaly == "extra_event":  # spurious short openings while the valve should be closed
+        cycles = c.rng.choice(opens.size, size=3 + int(3 * s))
+        extra = closes[cycles] + c.rng.uniform(0.1, 0.8, cycles.size) * (period - open_s - 0.2)
         opens = np.concatenate([opens, extra])
         closes = np.concatenate([closes, extra + c.rng.uniform(0.06, 0.15, extra.size)])
-    if anomaly == "contamination":  # debris: sluggish, irregular actuation
+    elif anomaly == "contamination":  # debris: sluggish closing that bounces, and a whistle through the seat
         closes = closes + c.rng.uniform(0.0, 0.12 * s, closes.size)
+        bounces = closes + c.rng.uniform(0.015, 0.04, closes.size)
     gate = _open_gate(c.t, opens, closes)
     c.harmonics(unit.rotation_hz * take.speed, _rotation_levels(unit, 6, take.load_db), unit.tone_to_noise_db)
-    leak = _db(-14.0 + 6 * s) if anomaly == "leak" else 0.0
+    leak = _db(-10.0 + 6 * s) if anomaly == "leak" else 0.0
     c.noise(c.band(*unit.noise_band_hz, unit.noise_tilt_db), 0.0, envelope=np.maximum(gate, leak))
     if anomaly == "contamination":
-        c.squeal(c.rng.uniform(2000.0, 4000.0), -12.0 + 6 * s, envelope=gate)
+        c.squeal(c.rng.uniform(2000.0, 4000.0), -6.0 + 6 * s, envelope=gate)
     click = c.ring(unit.resonance_hz, unit.resonance_q) + 0.8 * c.ring(220.0, 2.0)
-    times = np.concatenate([opens, closes])
-    amps = np.concatenate([np.ones(opens.size), np.full(closes.size, 0.7)]) * c.rng.uniform(
-        0.9, 1.1, times.size
-    )
-    c.impacts(times, amps, click, -3.0)
+    times = np.concatenate([opens, closes, bounces])
+    amps = np.concatenate([np.ones(opens.size), np.full(closes.size, 0.7), np.full(bounces.size, 0.4)])
+    c.impacts(times, amps * c.rng.uniform(0.9, 1.1, times.size), click, -16.0)
 
 
 def _open_gate(t: np.ndarray, opens: np.ndarray, closes: np.ndarray, ramp_s: float = 0.015) -> np.ndarray:
@@ -609,52 +633,83 @@ class _UnitRanges:
     duty: tuple[float, float] = (0.0, 0.0)
 
 
+# The ranges a unit's build is drawn from (see MachineUnit for what each field means per type).
 _UNIT_RANGES: dict[str, _UnitRanges] = {
     "ToyCar": _UnitRanges(
-        (80, 160), (3, 5), (10, 25), (600, 1500), (3, 6), (150, 300), (4000, 6500), (-2, 4)
+        rotation_hz=(80, 160),
+        order=(3, 5),
+        ratio=(10, 25),
+        resonance_hz=(600, 1500),
+        resonance_q=(3, 6),
+        noise_low_hz=(150, 300),
+        noise_high_hz=(4000, 6500),
+        tone_to_noise_db=(-2, 4),
     ),
     "ToyTrain": _UnitRanges(
-        (60, 140),
-        (3, 5),
-        (8, 16),
-        (2000, 4000),
-        (8, 15),
-        (150, 300),
-        (3500, 6000),
-        (-4, 2),
-        (0.4, 0.9),
-        (0.1, 0.25),
+        rotation_hz=(60, 140),
+        order=(3, 5),
+        ratio=(8, 16),
+        resonance_hz=(2000, 4000),
+        resonance_q=(8, 15),
+        noise_low_hz=(150, 300),
+        noise_high_hz=(3500, 6000),
+        tone_to_noise_db=(-4, 2),
+        cycle_s=(0.4, 0.9),
+        duty=(0.1, 0.25),
     ),
     "bearing": _UnitRanges(
-        (15, 50), (7, 12), (0.15, 0.3), (2500, 5000), (8, 20), (200, 400), (5000, 7500), (-14, -8)
+        rotation_hz=(15, 50),
+        order=(7, 12),
+        ratio=(0.15, 0.3),
+        resonance_hz=(2500, 5000),
+        resonance_q=(8, 20),
+        noise_low_hz=(200, 400),
+        noise_high_hz=(5000, 7500),
+        tone_to_noise_db=(-14, -8),
     ),
-    "fan": _UnitRanges((12, 25), (5, 9), (1, 1), (1500, 3500), (4, 8), (50, 120), (4000, 7000), (-10, -4)),
+    "fan": _UnitRanges(
+        rotation_hz=(12, 25),
+        order=(5, 9),
+        ratio=(1, 1),
+        resonance_hz=(1500, 3500),
+        resonance_q=(4, 8),
+        noise_low_hz=(50, 120),
+        noise_high_hz=(4000, 7000),
+        tone_to_noise_db=(-10, -4),
+    ),
     "gearbox": _UnitRanges(
-        (15, 40), (15, 35), (1.5, 3.0), (1000, 3000), (6, 12), (100, 200), (4000, 6500), (0, 6)
+        rotation_hz=(15, 40),
+        order=(15, 35),
+        ratio=(1.5, 3.0),
+        resonance_hz=(1000, 3000),
+        resonance_q=(6, 12),
+        noise_low_hz=(100, 200),
+        noise_high_hz=(4000, 6500),
+        tone_to_noise_db=(0, 6),
     ),
     "slider": _UnitRanges(
-        (120, 250),
-        (2, 4),
-        (1, 1),
-        (700, 1500),
-        (4, 8),
-        (300, 600),
-        (4000, 6500),
-        (-2, 4),
-        (1.2, 2.5),
-        (0.5, 0.8),
+        rotation_hz=(120, 250),
+        order=(2, 4),
+        ratio=(1, 1),
+        resonance_hz=(700, 1500),
+        resonance_q=(8, 16),
+        noise_low_hz=(300, 600),
+        noise_high_hz=(4000, 6500),
+        tone_to_noise_db=(-2, 4),
+        cycle_s=(1.2, 2.5),
+        duty=(0.5, 0.8),
     ),
     "valve": _UnitRanges(
-        (20, 50),
-        (1, 1),
-        (1, 1),
-        (2500, 5000),
-        (6, 12),
-        (800, 1500),
-        (5000, 7500),
-        (-8, -2),
-        (1.5, 3.5),
-        (0.2, 0.5),
+        rotation_hz=(20, 50),
+        order=(1, 1),
+        ratio=(1, 1),
+        resonance_hz=(2500, 5000),
+        resonance_q=(15, 30),
+        noise_low_hz=(800, 1500),
+        noise_high_hz=(5000, 7500),
+        tone_to_noise_db=(-8, -2),
+        cycle_s=(1.5, 3.5),
+        duty=(0.15, 0.35),
     ),
 }
 

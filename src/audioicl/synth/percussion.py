@@ -124,14 +124,17 @@ def _coloured(x: np.ndarray, sr: int, gain: Callable[[np.ndarray], np.ndarray]) 
 
 
 def _modes(t, sr, f0, ratios, amps, taus) -> np.ndarray:
-    """Sum of exponentially decaying sine partials; partials above 0.45 * sr are dropped."""
-    freqs = f0 * np.asarray(ratios, dtype=np.float64)
-    keep = freqs < 0.45 * sr
-    freqs, amps, taus = freqs[keep], np.asarray(amps, float)[keep], np.asarray(taus, float)[keep]
-    if freqs.size == 0:
-        return np.zeros_like(t)
-    grid = np.sin(2.0 * np.pi * np.outer(t, freqs)) * np.exp(-np.outer(t, 1.0 / taus))
-    return grid @ amps
+    """Sum of exponentially decaying sine partials; partials above 0.45 * sr are dropped, and each one is
+    only computed until it has decayed by 60 dB."""
+    out = np.zeros_like(t)
+    for ratio, amp, tau in zip(ratios, amps, taus, strict=True):
+        freq = f0 * ratio
+        if freq >= 0.45 * sr:
+            continue
+        stop = min(len(t), int(tau * np.log(1000.0) * sr) + 1)
+        span = t[:stop]
+        out[:stop] += amp * np.sin(2.0 * np.pi * freq * span) * np.exp(-span / tau)
+    return out
 
 
 def _metallic(rng, t, sr) -> np.ndarray:
@@ -170,7 +173,7 @@ def _kick(rng, sr):
 
 
 def _snare(rng, sr):
-    tau, curve = _uniform(rng, 0.05, 0.25), _uniform(rng, 0.7, 1.4)
+    tau, curve = _log_uniform(rng, 0.03, 0.15), _uniform(rng, 0.8, 1.5)
     t = _time_axis(sr, tau, curve)
     f0 = _uniform(rng, 140.0, 320.0)
     tone_tau = _uniform(rng, 0.02, 0.1)
@@ -251,7 +254,7 @@ def _cymbal(rng, sr):
 def _clap(rng, sr):
     bursts = int(rng.integers(2, 5))
     starts = np.concatenate([[0.0], np.cumsum(rng.uniform(0.004, 0.028 / (bursts - 1), bursts - 1))])
-    tail_tau = _log_uniform(rng, 0.02, 0.25)
+    tail_tau = _log_uniform(rng, 0.02, 0.15)
     t = _time_axis(sr, tail_tau, 1.0, extra=starts[-1])
     burst_tau = _uniform(rng, 0.0015, 0.005)
     env = np.zeros_like(t)

@@ -89,6 +89,7 @@ def _steady_data_dir(source: Path) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)  # left over by a crashed process with the same id
     (staging / "voices" / "!v").mkdir(parents=True)
     for entry in source.iterdir():
         if entry.name != "voices":
@@ -207,7 +208,7 @@ def _read_only(wave: np.ndarray) -> np.ndarray:
     return wave
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=512)
 def speak(text: str, voice: Voice, sr: int = SAMPLE_RATE) -> np.ndarray:
     """``text`` spoken by ``voice`` at ``sr`` (float32 mono, read-only: copy before changing it)."""
     wave, rate = _ENGINE.synthesize(text, voice)

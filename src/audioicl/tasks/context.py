@@ -9,17 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
 from ..records import Clip, Demo, Episode, Query
 from ..seeding import rng_for
 from ..sources import SoundSources
-from .base import episode_id
-
-if TYPE_CHECKING:
-    from .base import TaskSpec
+from .base import TaskSpec, episode_id
 
 CountLabels = Literal["distinct", "independent"]
 RemapDemos = Literal["own-pair", "same-pair"]
@@ -87,6 +84,7 @@ class TaskGenerator:
     recipe: str
     differences: str
     shared: Callable[[GenContext], tuple[PlannedFile, ...]] = lambda ctx: ()
+    batch: int = 1  # consecutive episodes per work unit: episodes that share a costly source go together
     check: Callable[[BuildOptions], None] = lambda options: None  # raises AudioICLError on impossible options
 
 

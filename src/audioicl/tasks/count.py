@@ -25,7 +25,7 @@ MAX_COUNT = 8
 CANVAS_SECONDS = 10.0
 MIN_GAP_SECONDS = 0.05  # between the end of one occurrence and the start of the next
 SNR_DB = (10.0, 15.0)
-BACKGROUND_POOL = 21  # backgrounds shared by all episodes (rendered once per process); one per episode
+EPISODES_PER_BACKGROUND = 15  # AudioCountHard episodes 0-14 share background 0, 15-29 background 1, ...
 BACKGROUND_SECONDS = 20.0  # each clip takes a random 10 s window of its episode's background
 SOUND_BANK_OFFSET = 0  # episode i uses one-shot number i (easy and hard alike, as in the original)
 
@@ -45,7 +45,7 @@ def place_non_overlapping(rng: np.random.Generator, sound: np.ndarray, count: in
     return canvas
 
 
-@functools.lru_cache(maxsize=BACKGROUND_POOL)
+@functools.lru_cache(maxsize=2)  # the builder hands a worker whole blocks of episodes sharing a background
 def _background(ctx: GenContext, number: int) -> np.ndarray:
     return ctx.sources.backgrounds.render(ctx.rng("backgrounds", number), BACKGROUND_SECONDS)
 
@@ -76,7 +76,7 @@ def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> Planned
     counts = _counts(ctx, rng)
     background = None
     if hard:
-        background = functools.partial(_background, ctx, int(rng.integers(BACKGROUND_POOL)))
+        background = functools.partial(_background, ctx, index // EPISODES_PER_BACKGROUND)
     folder = "hard" if hard else "easy"
     independent = ctx.options.count_labels == "independent"
     clips, files = [], []
@@ -104,9 +104,11 @@ _RECIPE = (
     "(default, as the original) their counts are distinct, with `independent` they are drawn independently."
 )
 _HARD_RECIPE = (
-    _RECIPE[:-1] + ", and an environmental background (animals, insects, rain) is mixed in at a random "
-    f"{SNR_DB[0]:.0f}-{SNR_DB[1]:.0f} dB SNR (RMS over the whole clip). Each episode uses one of "
-    f"{BACKGROUND_POOL} backgrounds of {BACKGROUND_SECONDS:.0f} s, each clip its own random 10 s window of it."
+    _RECIPE[:-1]
+    + ", and an environmental background (procedural ambiences, or ESC-50 classes 0-10: animals, insects, rain) is mixed in at a random "
+    f"{SNR_DB[0]:.0f}-{SNR_DB[1]:.0f} dB SNR (RMS over the whole clip). Every {EPISODES_PER_BACKGROUND} "
+    f"consecutive episodes share one {BACKGROUND_SECONDS:.0f} s background; each clip takes its own random "
+    "10 s window of it."
 )
 _DIFFERENCES = (
     "Sounds are synthesized drum/percussion one-shots unless `--source one-shots=DIR` is given. Distinct "
@@ -148,6 +150,7 @@ AUDIO_COUNT_HARD = register(
             _HARD_RECIPE,
             _HARD_DIFFERENCES,
             check=_check,
+            batch=EPISODES_PER_BACKGROUND,
         ),
     )
 )

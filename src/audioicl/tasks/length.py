@@ -27,7 +27,8 @@ FRAGMENT_BANK_SIZE = 200
 def _sound_bed(ctx: GenContext, rng: np.random.Generator, seconds: int) -> np.ndarray:
     """White noise at RMS 0.02 plus 2-10 one-shot fragments (>= 30 ms, gain 0.8-2.0, overlaps allowed)."""
     n = seconds * SAMPLE_RATE
-    wave = (rng.standard_normal(n) * NOISE_RMS).astype(np.float32)
+    wave = rng.standard_normal(n, dtype=np.float32)
+    wave *= NOISE_RMS
     min_len = int(MIN_FRAGMENT_SECONDS * SAMPLE_RATE)
     for _ in range(int(rng.integers(FRAGMENTS[0], FRAGMENTS[1] + 1))):
         sound = ctx.sources.one_shots.get(FRAGMENT_BANK_OFFSET + int(rng.integers(FRAGMENT_BANK_SIZE))).wave

@@ -2,7 +2,53 @@
 
 from __future__ import annotations
 
+import functools
+import string
+
+from ..errors import AudioICLError
+from ..synth import morse
 from .base import LabelSpace, TaskSpec, register
+from .context import BuildOptions, GenContext, PlannedEpisode, PlannedFile, TaskGenerator, single_clip_episode
+
+WORDS_FOLDER = "data/MorseCode/words/wav"
+ALPHABET_FOLDER = "data/MorseCode/alphabet"
+
+
+def _keyed(text: str):
+    return functools.partial(morse.key_text, text, morse.MorseStyle())
+
+
+def _episode(ctx: GenContext, spec: TaskSpec, index: int) -> PlannedEpisode:
+    """Distinct words per episode; one clip per word, shared by every episode that uses the word."""
+    rng = ctx.rng(spec.name, index, "episode")
+    words = [morse.WORDS_5[int(i)] for i in rng.choice(len(morse.WORDS_5), ctx.n_clips, replace=False)]
+    clips = [(f"{WORDS_FOLDER}/{word}.wav", word) for word in words]
+    files = tuple(PlannedFile(path, _keyed(word)) for path, word in clips)
+    return PlannedEpisode(single_clip_episode(ctx, spec, index, clips), files)
+
+
+def _alphabet(ctx: GenContext) -> tuple[PlannedFile, ...]:
+    """The optional letter bank shown before the demos: ``A.wav`` ... ``Z.wav``, one letter each."""
+    return tuple(PlannedFile(f"{ALPHABET_FOLDER}/{c}.wav", _keyed(c.lower())) for c in string.ascii_uppercase)
+
+
+def _check(options: BuildOptions) -> None:
+    if options.max_shots + 1 > len(morse.WORDS_5):
+        raise AudioICLError(f"MorseCode needs k < {len(morse.WORDS_5)} (distinct words per episode)")
+
+
+_STYLE = morse.MorseStyle()
+_RECIPE = (
+    f"A lowercase 5-letter English word (our own list of {len(morse.WORDS_5)} common words) keyed in Morse code "
+    f"as a {_STYLE.tone_hz:g} Hz tone at {_STYLE.wpm:g} WPM with ITU timing: dot 1 unit, dash 3, 1 unit between "
+    "the elements of a letter, 3 between letters, 7 between words, unit = 1.2 / WPM s; "
+    f"{_STYLE.ramp_ms:g} ms raised-cosine ramps. The label is the word. Words are distinct within an episode; "
+    f"one clip per word (`{WORDS_FOLDER}/<word>.wav`), and an alphabet bank `{ALPHABET_FOLDER}/A.wav`..`Z.wav`."
+)
+_DIFFERENCES = (
+    "The original did not document its Morse speed, tone or word list; ours are stated here and in "
+    "`audioicl.synth.morse`."
+)
 
 _INSTRUCTION = (
     "Each audio clip below comes with a label. The clips are tones keyed in a hidden code that spells a "
@@ -12,5 +58,13 @@ _INSTRUCTION = (
 )
 
 MORSE_CODE = register(
-    TaskSpec("MorseCode", 6, "morse", LabelSpace("lowercase words", pattern=r"[a-z]+"), "word", _INSTRUCTION)
+    TaskSpec(
+        "MorseCode",
+        6,
+        "morse",
+        LabelSpace("lowercase words", pattern=r"[a-z]+"),
+        "word",
+        _INSTRUCTION,
+        generator=TaskGenerator(_episode, _RECIPE, _DIFFERENCES, shared=_alphabet, check=_check),
+    )
 )

@@ -76,20 +76,21 @@ def operator_of_filler(ctx: GenContext, filler_name: str) -> str:
     return OPERATORS[int(ctx.rng("AudioOperator", "filler", filler_name).integers(len(OPERATORS)))]
 
 
-def _binary_candidates(op: str) -> list[Expression]:
-    return [
-        Expression((a, b), (op,)) for a, b in itertools.product(DIGITS, repeat=2) if op != "sub" or a >= b
-    ]
+@functools.cache
+def _binary_candidates(op: str) -> tuple[Expression, ...]:
+    pairs = itertools.product(DIGITS, repeat=2)
+    return tuple(Expression((a, b), (op,)) for a, b in pairs if op != "sub" or a >= b)
 
 
-def _ternary_candidates(other: str) -> list[Expression]:
+@functools.cache
+def _ternary_candidates(other: str) -> tuple[Expression, ...]:
     out = []
     for a, b, c in itertools.product(DIGITS, repeat=3):
         for ops in (("mul", other), (other, "mul")):
             expr = Expression((a, b, c), ops)
             if expr.value >= 0:
                 out.append(expr)
-    return out
+    return tuple(out)
 
 
 def _prepared_filler(wave: np.ndarray) -> np.ndarray:

@@ -1,0 +1,479 @@
+"""Perceiving built-in solvers: ``builtin:oracle`` and ``builtin:icl``, reference lines for real models.
+
+Both hear each clip through ``audioicl.perception`` (signal processing, no bookkeeping: they read only
+``chat.items``, the clips and the labels the prompt shows) and answer in the text form the scorer parses
+("7", "plant", "PBP", "Normal").
+
+- ``oracle`` applies each task's true rule, known by task name: count the events, round the duration, round
+  the non-silent seconds, decode Morse with the ITU table, spell the query MIX with its references' letters.
+  Two things are not in the audio, and the oracle takes them from the demos: which operation a filler sound
+  stands for (the hypothesis the recipe allows that fits the most demo answers: one operation per filler
+  for AudioOperator; one filler × and the other + or − for AudioOperatorHard), and what an anomaly sounds
+  like (a query is Anomalous when it lies further from the nearest normal demo than half the distance of
+  the nearest anomalous demo from it, in features standardised over the episode).
+- ``icl`` induces the rule from the k demos only, choosing the hypothesis that fits the most demo labels,
+  ties going to the simpler one (mapping identity < offset < scale, then a fixed order of features and
+  operations). Count and length tasks: which measured feature (duration, non-silent seconds, event count,
+  event count over a background) and which mapping give the labels. Operators: any operation per filler
+  sound, precedence as the instruction states. Morse: the code table from the alphabet bank when shown,
+  otherwise from aligning the demos' letter codes with their words (unseen codes: the most frequent English
+  letters not yet taken). AudioRemap: whether the label spells the MIX with the references' own letters,
+  swapped, or with fixed letters. AnomalyDetect: the label of the nearest demo clip.
+
+Measurements are cached per clip (audio path and a hash of its samples) for the life of the process, since
+the same clips come back at every k.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import weakref
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from .. import perception
+from ..prompts import AudioPart, Chat, PromptItem
+from ..tasks.operator import GAP_SECONDS, Expression
+from .builtin import Solver, register_solver
+
+OPERATIONS = ("add", "sub", "mul")
+LETTER_FREQUENCY = "etaoinshrdlcumwfgypbvkjxqz"  # English letters, most frequent first (unseen Morse codes)
+NORMAL, ANOMALOUS = "Normal", "Anomalous"
+
+# --------------------------------------------------------------------------- measurement cache
+
+_CACHE: dict[tuple[Hashable, ...], object] = {}
+_KEYS: weakref.WeakKeyDictionary[AudioPart, tuple[str, str, int]] = weakref.WeakKeyDictionary()
+
+
+def _clip_key(part: AudioPart) -> tuple[str, str, int]:
+    """(path, hash of the samples, rate): names a clip across chats, hashed once per loaded clip."""
+    if part not in _KEYS:
+        digest = hashlib.blake2b(np.ascontiguousarray(part.wave).tobytes(), digest_size=16).hexdigest()
+        _KEYS[part] = (part.path, digest, part.sr)
+    return _KEYS[part]
+
+
+def measure(name: str, part: AudioPart, fn: Callable[[np.ndarray, int], object]) -> object:
+    """``fn(part.wave, part.sr)``, computed once per process for a clip (path + content hash) and ``name``."""
+    key = (name, *_clip_key(part))
+    if key not in _CACHE:
+        _CACHE[key] = fn(part.wave, part.sr)
+    return _CACHE[key]
+
+
+# --------------------------------------------------------------------------- the chat, grouped
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A chat's clips by what they are: bank letters, demos (each its clips in order), the query's clips
+    (the last is the target)."""
+
+    bank: tuple[PromptItem, ...]
+    demos: tuple[tuple[PromptItem, ...], ...]
+    query: tuple[PromptItem, ...]
+
+    @classmethod
+    def of(cls, chat: Chat) -> Shown:
+        demos: dict[int, list[PromptItem]] = {}
+        for item in chat.items:
+            if item.kind == "demo":
+                demos.setdefault(item.index, []).append(item)
+        return cls(
+            bank=tuple(i for i in chat.items if i.kind == "bank"),
+            demos=tuple(tuple(clips) for clips in demos.values()),
+            query=tuple(i for i in chat.items if i.kind == "query"),
+        )
+
+    @property
+    def target(self) -> PromptItem:
+        return self.query[-1]
+
+    def demo_labels(self) -> list[str]:
+        return [demo[-1].label or "" for demo in self.demos]
+
+
+def _best(candidates: Sequence[tuple[object, int]]) -> object:
+    """The candidate with the most demos fitted; candidates come simplest first, so ties go to the simpler."""
+    best, best_fit = candidates[0]
+    for candidate, fit in candidates[1:]:
+        if fit > best_fit:
+            best, best_fit = candidate, fit
+    return best
+
+
+def _as_int(label: str) -> int | None:
+    try:
+        return int(label)
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------- count and length
+
+
+FEATURES: dict[str, Callable[[np.ndarray, int], float]] = {
+    "duration": perception.duration_seconds,
+    "non_silent": perception.non_silent_seconds,
+    "events": perception.count_events,
+    "events_in_noise": partial(perception.count_events, background=True),
+}
+TRUE_FEATURE = {
+    "AudioCount": "events",
+    "AudioCountHard": "events_in_noise",
+    "AudioLength": "duration",
+    "AudioLengthHard": "non_silent",
+}
+MAPPINGS = ("identity", "offset", "scale")
+
+
+def _feature(name: str, item: PromptItem) -> float:
+    return float(measure(name, item.audio, FEATURES[name]))  # type: ignore[arg-type]
+
+
+def _round(value: float) -> int:
+    return int(np.floor(value + 0.5))
+
+
+@dataclass(frozen=True)
+class NumericRule:
+    """label = round(feature) (identity), round(feature) + parameter (offset), round(feature × parameter)
+    (scale)."""
+
+    feature: str
+    mapping: str
+    parameter: float = 0.0
+
+    def apply(self, value: float) -> int:
+        if self.mapping == "offset":
+            return _round(value) + int(self.parameter)
+        if self.mapping == "scale":
+            return _round(value * self.parameter)
+        return _round(value)
+
+
+def _numeric_rules(feature: str, mapping: str, values: list[float], labels: list[int]) -> list[NumericRule]:
+    """The rules of one feature and mapping that some demo suggests (identity: the one rule)."""
+    if mapping == "identity":
+        return [NumericRule(feature, mapping)]
+    pairs = list(zip(values, labels, strict=True))
+    if mapping == "offset":
+        return [NumericRule(feature, mapping, float(c)) for c in dict.fromkeys(y - _round(v) for v, y in pairs)]
+    return [NumericRule(feature, mapping, s) for s in dict.fromkeys(y / v for v, y in pairs if v > 0)]
+
+
+def induce_numeric_rule(shown: Shown) -> NumericRule:
+    """The feature and mapping that fit the most demo labels; ties go to the simpler mapping, then to the
+    earlier feature. Rules are tried simplest first and the search stops at one that fits every demo, so a
+    feature is measured only when the simpler ones fell short."""
+    demos = [(demo[-1], _as_int(demo[-1].label or "")) for demo in shown.demos]
+    demos = [(item, label) for item, label in demos if label is not None]
+    labels = [label for _, label in demos]
+    values: dict[str, list[float]] = {}
+    best, best_fit = NumericRule(next(iter(FEATURES)), "identity"), -1
+    for mapping in MAPPINGS:
+        for feature in FEATURES:
+            if feature not in values:
+                values[feature] = [_feature(feature, item) for item, _ in demos]
+            for rule in _numeric_rules(feature, mapping, values[feature], labels):
+                fit = sum(rule.apply(v) == y for v, y in zip(values[feature], labels, strict=True))
+                if fit > best_fit:
+                    best, best_fit = rule, fit
+                if fit == len(labels):
+                    return best
+    return best
+
+
+def oracle_numeric(chat: Chat, shown: Shown) -> str:
+    rule = NumericRule(TRUE_FEATURE[chat.task], "identity")
+    return str(rule.apply(_feature(rule.feature, shown.target)))
+
+
+def icl_numeric(chat: Chat, shown: Shown) -> str:
+    rule = induce_numeric_rule(shown)
+    return str(rule.apply(_feature(rule.feature, shown.target)))
+
+
+# --------------------------------------------------------------------------- operators
+
+
+N_DIGITS = {"AudioOperator": 2, "AudioOperatorHard": 3}
+SPOKEN_DIGITS = tuple(range(1, 10))
+
+
+@dataclass(frozen=True)
+class HeardExpression:
+    """The digits of an operator clip and, per filler, which of the episode's filler sounds it is."""
+
+    digits: tuple[int, ...]
+    fillers: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SpokenExpression:
+    """An operator clip cut into digit, filler, digit (, filler, digit): the digits heard and the
+    [start, end) sample range of each filler."""
+
+    digits: tuple[int, ...]
+    fillers: tuple[tuple[int, int], ...]
+
+
+def read_expression(wave: np.ndarray, sr: int, n_digits: int) -> SpokenExpression:
+    """Cut at the quiet gaps closest to the recipe's 25 ms of zeros and recognise the digits 1-9."""
+    parts = perception.split_into(wave, sr, 2 * n_digits - 1, gap_s=GAP_SECONDS)
+    digits = tuple(perception.recognize_digit(wave[s:e], sr, SPOKEN_DIGITS) for s, e in parts[::2])
+    return SpokenExpression(digits, tuple(parts[1::2]))
+
+
+def _read_expression(item: PromptItem, n_digits: int) -> SpokenExpression:
+    return measure(f"expression{n_digits}", item.audio, partial(read_expression, n_digits=n_digits))  # type: ignore[return-value]
+
+
+def _filler_names(item: PromptItem, n_digits: int, reference: np.ndarray, reference_name: str) -> tuple[int, ...]:
+    """Which filler sound each filler of a clip is: with two fillers, the one closer to ``reference`` (by
+    peak cross-correlation) is sound 0 and the other sound 1; a single filler is sound 0."""
+    fillers = _read_expression(item, n_digits).fillers
+    if len(fillers) != 2:
+        return (0,) * len(fillers)
+
+    def names(wave: np.ndarray, sr: int) -> tuple[int, ...]:
+        first, second = (perception.peak_correlation(wave[s:e], reference) for s, e in fillers)
+        return (0, 1) if first >= second else (1, 0)
+
+    return measure(f"fillers-vs:{reference_name}", item.audio, names)  # type: ignore[return-value]
+
+
+def hear_expressions(items: Sequence[PromptItem], n_digits: int) -> list[HeardExpression]:
+    """Each clip's digits, and its fillers named by sound; sound 0 is the first filler of the first clip."""
+    first = items[0]
+    s, e = _read_expression(first, n_digits).fillers[0]
+    reference, reference_name = first.audio.wave[s:e], str(_clip_key(first.audio))
+    return [
+        HeardExpression(
+            _read_expression(item, n_digits).digits, _filler_names(item, n_digits, reference, reference_name)
+        )
+        for item in items
+    ]
+
+
+def _value(expression: HeardExpression, meaning: tuple[str, ...]) -> int:
+    ops = tuple(meaning[f] for f in expression.fillers)
+    return Expression(expression.digits, ops).value
+
+
+def _meanings(task: str, oracle: bool) -> list[tuple[str, ...]]:
+    """What each filler sound may mean (index = filler sound), in prior order."""
+    if task == "AudioOperator":
+        return [(op,) for op in OPERATIONS]
+    if oracle:  # the recipe: one filler is ×, the other + or −
+        return [("mul", "add"), ("mul", "sub"), ("add", "mul"), ("sub", "mul")]
+    return list(itertools.product(OPERATIONS, repeat=2))
+
+
+def solve_operator(chat: Chat, shown: Shown, oracle: bool) -> str:
+    items = [demo[-1] for demo in shown.demos] + [shown.target]
+    heard = hear_expressions(items, N_DIGITS[chat.task])
+    labels = [_as_int(label) for label in shown.demo_labels()]
+    candidates = [
+        (meaning, sum(_value(h, meaning) == label for h, label in zip(heard, labels, strict=False)))
+        for meaning in _meanings(chat.task, oracle)
+    ]
+    return str(_value(heard[-1], _best(candidates)))  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- Morse
+
+
+def _codes(item: PromptItem, unit_s: float | None) -> list[str]:
+    """The letter codes of a clip (all words run together)."""
+    words = measure(f"morse{unit_s}", item.audio, partial(perception.keyed_codes, unit_s=unit_s))
+    return [code for word in words for code in word]  # type: ignore[union-attr]
+
+
+def _shared_unit(shown: Shown) -> float | None:
+    """The Morse unit, from the clips that tell it (all clips of an episode are keyed at one speed)."""
+    units = [
+        measure("morse-unit", item.audio, lambda w, sr: perception.estimate_unit(perception.keyed_runs(w, sr)))
+        for item in (*shown.bank, *(d[-1] for d in shown.demos), shown.target)
+    ]
+    known = [u for u in units if u is not None]
+    return float(np.median(known)) if known else None
+
+
+def learn_code_table(shown: Shown, unit_s: float | None) -> dict[str, str]:
+    """Code → letter from the bank (each clip one letter) and from demos whose codes align one to one with
+    their word's letters; a code seen with several letters keeps the most frequent."""
+    votes: dict[str, Counter[str]] = {}
+    pairs: list[tuple[list[str], str]] = [(_codes(item, unit_s), item.label or "") for item in shown.bank]
+    pairs += [(_codes(demo[-1], unit_s), demo[-1].label or "") for demo in shown.demos]
+    for codes, word in pairs:
+        if len(codes) == len(word):
+            for code, letter in zip(codes, word, strict=True):
+                votes.setdefault(code, Counter())[letter.lower()] += 1
+    return {code: counts.most_common(1)[0][0] for code, counts in votes.items()}
+
+
+def read_with_table(codes: list[str], table: dict[str, str]) -> str:
+    """Letters for codes; a code not in the table takes the most frequent English letter not yet used."""
+    guesses: dict[str, str] = {}
+    spare = iter(ch for ch in LETTER_FREQUENCY if ch not in set(table.values()))
+    out = []
+    for code in codes:
+        if code not in table and code not in guesses:
+            guesses[code] = next(spare, "e")
+        out.append(table.get(code) or guesses[code])
+    return "".join(out)
+
+
+def oracle_morse(chat: Chat, shown: Shown) -> str:
+    target = shown.target
+    return str(measure("morse-itu", target.audio, perception.decode_morse)).replace(" ", "")
+
+
+def icl_morse(chat: Chat, shown: Shown) -> str:
+    unit = _shared_unit(shown)
+    return read_with_table(_codes(shown.target, unit), learn_code_table(shown, unit))
+
+
+# --------------------------------------------------------------------------- AudioRemap
+
+
+def _pattern(clips: Sequence[PromptItem]) -> str:
+    """Which of the two references (first two clips) each sound of the MIX (last clip) is, as "ABA"."""
+    refs = {"A": clips[0].audio.wave, "B": clips[1].audio.wave}
+    mix = clips[-1].audio
+
+    def match(wave: np.ndarray, sr: int) -> str:
+        return perception.match_sequence(wave, refs, sr)
+
+    key = f"remap:{_clip_key(clips[0].audio)}:{_clip_key(clips[1].audio)}"
+    return str(measure(key, mix, match))
+
+
+@dataclass(frozen=True)
+class SpellingRule:
+    """How a pattern becomes letters: ``own`` (A's letter for A, B's for B), ``swapped``, or ``fixed``
+    letters (``letters`` for A and B, whatever the references carry)."""
+
+    kind: str
+    letters: tuple[str, str] = ("", "")
+
+    def spell(self, pattern: str, a: str, b: str) -> str:
+        x, y = {"own": (a, b), "swapped": (b, a)}.get(self.kind, self.letters)
+        return "".join(x if c == "A" else y for c in pattern)
+
+
+def _fixed_letters(pattern: str, label: str) -> tuple[str, str] | None:
+    seen: dict[str, set[str]] = {"A": set(), "B": set()}
+    for c, letter in zip(pattern, label, strict=False):
+        seen[c].add(letter)
+    if any(len(letters) > 1 for letters in seen.values()) or len(pattern) != len(label):
+        return None
+    return (next(iter(seen["A"]), "?"), next(iter(seen["B"]), "?"))
+
+
+def _letters(clips: Sequence[PromptItem]) -> tuple[str, str]:
+    return (clips[0].label or "", clips[1].label or "")
+
+
+def oracle_remap(chat: Chat, shown: Shown) -> str:
+    return SpellingRule("own").spell(_pattern(shown.query), *_letters(shown.query))
+
+
+def icl_remap(chat: Chat, shown: Shown) -> str:
+    demos = [(_pattern(demo), _letters(demo), demo[-1].label or "") for demo in shown.demos]
+    rules = [SpellingRule("own"), SpellingRule("swapped")]
+    rules += [SpellingRule("fixed", f) for p, _, label in demos if (f := _fixed_letters(p, label))]
+    candidates = [
+        (rule, sum(rule.spell(p, *letters) == label for p, letters, label in demos)) for rule in rules
+    ]
+    rule: SpellingRule = _best(candidates)  # type: ignore[assignment]
+    return rule.spell(_pattern(shown.query), *_letters(shown.query))
+
+
+# --------------------------------------------------------------------------- AnomalyDetect
+
+
+def _standardised_features(items: Sequence[PromptItem]) -> np.ndarray:
+    feats = np.stack([measure("clip-features", i.audio, perception.clip_features) for i in items])  # type: ignore[misc]
+    return (feats - feats.mean(axis=0)) / (feats.std(axis=0) + 1e-9)
+
+
+def _labelled_demo_clips(shown: Shown) -> list[PromptItem]:
+    return [item for demo in shown.demos for item in demo if item.label in (NORMAL, ANOMALOUS)]
+
+
+def oracle_anomaly(chat: Chat, shown: Shown) -> str:
+    """Anomalous when the query is further from the nearest normal demo than half the distance from that
+    normal demo to its nearest anomalous demo."""
+    demos = _labelled_demo_clips(shown)
+    normals = [i for i, item in enumerate(demos) if item.label == NORMAL]
+    anomalies = [i for i, item in enumerate(demos) if item.label == ANOMALOUS]
+    if not normals or not anomalies:
+        return NORMAL
+    feats = _standardised_features([*demos, shown.target])
+    query = feats[-1]
+    nearest = min(normals, key=lambda i: float(np.linalg.norm(feats[i] - query)))
+    to_normal = float(np.linalg.norm(feats[nearest] - query))
+    margin = min(float(np.linalg.norm(feats[nearest] - feats[j])) for j in anomalies)
+    return ANOMALOUS if to_normal > margin / 2 else NORMAL
+
+
+def icl_anomaly(chat: Chat, shown: Shown) -> str:
+    """The label of the nearest demo clip."""
+    demos = _labelled_demo_clips(shown)
+    if not demos:
+        return NORMAL
+    feats = _standardised_features([*demos, shown.target])
+    distances = np.linalg.norm(feats[:-1] - feats[-1], axis=1)
+    return demos[int(np.argmin(distances))].label or NORMAL
+
+
+# --------------------------------------------------------------------------- the solvers
+
+TaskSolver = Callable[[Chat, Shown], str]
+
+ORACLE: dict[str, TaskSolver] = {
+    **dict.fromkeys(TRUE_FEATURE, oracle_numeric),
+    **dict.fromkeys(N_DIGITS, partial(solve_operator, oracle=True)),  # type: ignore[dict-item]
+    "MorseCode": oracle_morse,
+    "AudioRemap": oracle_remap,
+    "AnomalyDetect": oracle_anomaly,
+}
+ICL: dict[str, TaskSolver] = {
+    **dict.fromkeys(TRUE_FEATURE, icl_numeric),
+    **dict.fromkeys(N_DIGITS, partial(solve_operator, oracle=False)),  # type: ignore[dict-item]
+    "MorseCode": icl_morse,
+    "AudioRemap": icl_remap,
+    "AnomalyDetect": icl_anomaly,
+}
+
+
+def _solver(table: dict[str, TaskSolver]) -> Solver:
+    def solve(chat: Chat) -> str:
+        """Unknown tasks get the most frequent demo label (the majority floor)."""
+        shown = Shown.of(chat)
+        if chat.task in table:
+            return table[chat.task](chat, shown)
+        labels = shown.demo_labels()
+        return Counter(labels).most_common(1)[0][0] if labels else ""
+
+    return solve
+
+
+@register_solver("oracle")
+def oracle_solver(seed: int) -> Solver:
+    """The true rule of each task applied to what signal processing hears (deterministic; ``seed`` unused)."""
+    return _solver(ORACLE)
+
+
+@register_solver("icl")
+def icl_solver(seed: int) -> Solver:
+    """The rule induced from the demos, applied to what signal processing hears (deterministic)."""
+    return _solver(ICL)

@@ -1,0 +1,118 @@
+"""Real corpora in the original layouts (``--source KIND=DIR``), built from tiny folders written here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from audioicl.audio import SAMPLE_RATE, load, write_wav
+from audioicl.build import BuildOptions, build
+from audioicl.errors import AudioICLError
+from audioicl.meta import read_meta
+from audioicl.sources import parse_sources
+
+
+def tone(seconds: float, hz: float, seed: int) -> np.ndarray:
+    t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
+    noise = np.random.default_rng(seed).standard_normal(t.size) * 0.01
+    return (0.5 * np.sin(2 * np.pi * hz * t) * np.exp(-3 * t) + noise).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("corpora")
+    one_shots = root / "one_shot_percussive_sounds"
+    for i, (family, name) in enumerate([("1", "78301"), ("1", "26056"), ("5", "425266"), ("5", "143883")]):
+        write_wav(one_shots / family / f"{name}.wav", tone(0.2 + 0.05 * i, 300 + 100 * i, i))
+    digits = root / "fsdd"
+    for d in range(10):
+        for take in range(2):
+            write_wav(
+                digits / f"{d}_jackson_{take}.wav",
+                np.concatenate([np.zeros(800), tone(0.3, 200 + 40 * d, d)]),
+            )
+    write_wav(digits / "3_theo_0.wav", tone(0.3, 500, 0))  # incomplete speaker: ignored
+    backgrounds = root / "esc50"
+    write_wav(backgrounds / "1-100032-A-0.wav", tone(5.0, 120, 1) + 0.05)
+    write_wav(
+        backgrounds / "1-17367-A-10.wav", np.random.default_rng(2).standard_normal(5 * SAMPLE_RATE) * 0.1
+    )
+    write_wav(backgrounds / "1-115545-A-48.wav", np.zeros(SAMPLE_RATE))  # class 48: not a background class
+    machines = root / "dcase"
+    for j in range(4):
+        write_wav(
+            machines / "fan/train" / f"section_00_source_train_normal_{j:04d}_noAttribute.wav",
+            tone(10, 90, j),
+        )
+        write_wav(
+            machines / "fan/test" / f"section_00_source_test_anomaly_{j:04d}_noAttribute.wav", tone(10, 95, j)
+        )
+    (machines / "notes").mkdir()
+    return {"one-shots": one_shots, "digits": digits, "backgrounds": backgrounds, "machines": machines}
+
+
+def test_parse_sources_checks_kind_and_folder(tmp_path):
+    assert parse_sources([f"digits={tmp_path}"]) == (("digits", str(tmp_path.resolve())),)
+    with pytest.raises(AudioICLError, match="unknown source kind"):
+        parse_sources([f"voices={tmp_path}"])
+    with pytest.raises(AudioICLError, match="not a folder"):
+        parse_sources([f"digits={tmp_path / 'missing'}"])
+    with pytest.raises(AudioICLError, match="KIND=DIR"):
+        parse_sources(["digits"])
+
+
+def test_build_from_real_corpora(corpora, tmp_path):
+    sources = parse_sources([f"{kind}={folder}" for kind, folder in corpora.items()])
+    tasks = ("AudioCount", "AudioCountHard", "AudioOperator", "AudioRemap", "AnomalyDetect")
+    root = tmp_path / "ds"
+    build(root, BuildOptions(episodes=3, shots=(1, 2), tasks=tasks, sources=sources), workers=1)
+    episodes = read_meta(root / "meta/meta_k2.jsonl")
+    by_task = {t: [e for e in episodes if e.task == t] for t in tasks}
+    stems = {"78301", "26056", "425266", "143883"}
+    for ep in by_task["AudioCount"]:
+        name = ep.query.target.audio_path.split("/")[-1]
+        assert name.split("_")[1] in stems  # <episode>_<corpus file>_<r>.wav
+        wave, _ = load(root / ep.query.target.audio_path)
+        assert len(wave) == 10 * SAMPLE_RATE
+    for ep in by_task["AudioRemap"]:
+        for clip in ep.demos[0].clips[:2]:
+            family, name = clip.audio_path.split("/")[-2:]
+            assert family in ("1", "5") and name[:-4] in stems
+    for ep in by_task["AnomalyDetect"]:
+        assert ep.object == "fan"
+        normal, anomalous = ep.demos[0].clips
+        assert normal.audio_path.startswith("data/anomalous/fan/train/section_00_source_train_normal_")
+        assert anomalous.audio_path.startswith("data/anomalous/fan/test/section_00_source_test_anomaly_")
+        copied, _ = load(root / normal.audio_path)
+        original, _ = load(corpora["machines"] / "fan/train" / normal.audio_path.split("/")[-1])
+        np.testing.assert_allclose(copied, original, atol=1 / 32767)
+    assert (root / "README.md").read_text().count(str(corpora["digits"])) == 1
+
+
+def test_unusable_corpora_are_refused(corpora, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(AudioICLError, match="no .wav files"):
+        build(
+            tmp_path / "a",
+            BuildOptions(episodes=1, tasks=("AudioCount",), sources=(("one-shots", str(empty)),)),
+        )
+    with pytest.raises(AudioICLError, match="every digit 1-9"):
+        build(
+            tmp_path / "b",
+            BuildOptions(
+                episodes=1, tasks=("AudioOperator",), sources=(("digits", str(corpora["one-shots"])),)
+            ),
+        )
+    with pytest.raises(AudioICLError, match="needs 6 of each") as caught:
+        build(
+            tmp_path / "c",
+            BuildOptions(
+                episodes=1, tasks=("AnomalyDetect",), sources=(("machines", str(corpora["machines"])),)
+            ),
+            workers=2,
+        )
+    assert caught.value.id == "AudioICL00009"  # the location survives the trip from a worker process
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
