@@ -27,12 +27,16 @@ def _table(solver: str, accuracy: dict[tuple[str, int], list[bool]], shots: list
     for task in task_names():
         if any((task, k) in accuracy for k in shots):
             row = [accuracy.get((task, k), []) for k in shots]
-            lines.append(f"{task:<20}" + "".join(f"{sum(r) / len(r):8.3f}" if r else f"{'-':>8}" for r in row))
+            lines.append(
+                f"{task:<20}" + "".join(f"{sum(r) / len(r):8.3f}" if r else f"{'-':>8}" for r in row)
+            )
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("data", help="dataset root (audioicl build --out)")
     parser.add_argument("--solvers", default="oracle,icl")
     parser.add_argument("--k", default="1-5")

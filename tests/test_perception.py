@@ -183,6 +183,15 @@ def test_match_sequence_spells_every_pattern(gap_samples):
         assert P.match_sequence(mix, {"A": a, "B": b}, SR) == pattern
 
 
+def test_match_sequence_when_a_sound_has_a_pause_longer_than_the_gaps():
+    burst = sound_of("rim", 3)
+    a = np.concatenate([burst, np.zeros(SR // 10, dtype=np.float32), burst])  # "ta .. ta", one sound
+    b = sound_of("cowbell", 3)
+    for pattern in ("ABA", "BBA", "AAB"):
+        mix = np.concatenate([a if c == "A" else b for c in pattern])
+        assert P.match_sequence(mix, {"A": a, "B": b}, SR) == pattern
+
+
 def test_sound_distance_tells_copies_from_other_sounds():
     a, b = sound_of("hand_drum"), sound_of("hand_drum", 1)
     shifted = np.concatenate([np.zeros(500), 0.3 * a, np.zeros(100)])

@@ -15,7 +15,7 @@ def _add(sub):
         help="plots, a markdown table and an HTML page from scores",
         description=(
             "Write accuracy-vs-shots plots (one PNG per task and an overview), report.md (accuracy table with "
-            "95%% Wilson intervals) and a self-contained report.html. With --results, the page also shows a "
+            "95% Wilson intervals) and a self-contained report.html. With --results, the page also shows a "
             "few example episodes per task with their audio, prompt and each model's response."
         ),
     )

@@ -26,7 +26,7 @@ def _add(sub):
         description=(
             "Find <model>_results_k<k>.jsonl (or <model>_results_meta_k<k>.jsonl) files anywhere under --in, "
             "score every line by the original AudioICL-Bench rules and write the summary CSV "
-            "(model,shots,task,accuracy,n), a detail CSV (correct, unparsed, 95%% Wilson interval) and a table."
+            "(model,shots,task,accuracy,n), a detail CSV (correct, unparsed, 95% Wilson interval) and a table."
         ),
     )
     p.add_argument(

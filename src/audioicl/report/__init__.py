@@ -16,7 +16,6 @@ from .accuracy import AccuracyGrid, chance_level, load_grid
 from .examples import Example, read_scored, select_examples
 from .html import ExampleView, Page, TaskSection, render_page
 from .media import AudioBudget, embed_clips
-from .plots import overview_figure, task_figure
 from .tables import accuracy_table, describe_chance, html_table, markdown_table
 
 DEFAULT_AUDIO_BUDGET = 24_000_000  # bytes of 16 kHz PCM16 WAV embedded in the page, over all tasks
@@ -83,6 +82,8 @@ def embed_examples(examples: list[Example], budget: AudioBudget) -> tuple[Exampl
 
 
 def write_report(options: ReportOptions) -> ReportFiles:
+    from .plots import overview_figure, task_figure  # matplotlib costs ~0.5 s: only the report command pays it
+
     grid = load_grid(options.scores)
     options.out.mkdir(parents=True, exist_ok=True)
 
