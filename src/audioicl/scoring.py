@@ -400,6 +400,7 @@ class Scoring:
     rows: list[SummaryRow]
     malformed: int = 0
     examples: dict[tuple[str, int], list[ScoredLine]] = field(default_factory=dict)
+    files: tuple[ResultFile, ...] = ()
 
 
 def score_files(
@@ -432,7 +433,35 @@ def score_files(
         SummaryRow(model, shots, task, correct / n, n, correct, unparsed)
         for (model, shots, task), (correct, n, unparsed) in sorted(counts.items())
     ]
-    return Scoring(rows, malformed, {key: lines for key, lines in examples.items() if lines})
+    return Scoring(rows, malformed, {key: lines for key, lines in examples.items() if lines}, tuple(files))
+
+
+def detail_path(summary: Path) -> Path:
+    """Where the detail CSV goes by default: ``<summary stem>_detail.csv`` next to the summary."""
+    return Path(summary).with_name(f"{Path(summary).stem}_detail.csv")
+
+
+def score_folder(
+    root: Path,
+    out: Path,
+    options: ScoreOptions = ScoreOptions(),
+    *,
+    detail: Path | None = None,
+    models: Iterable[str] | None = None,
+    shots: Iterable[int] | None = None,
+    keep_examples: bool = False,
+) -> Scoring:
+    """Score every result file under ``root``; write the summary CSV to ``out`` and the detail CSV."""
+    files = find_result_files(root, models=models, shots=shots)
+    if not files:
+        wanted = " matching the model/shots filters" if models or shots else ""
+        raise AudioICLError(
+            f"no result files (<model>_results_k<k>.jsonl){wanted} found under this folder", file=str(root)
+        )
+    scoring = score_files(files, options, keep_examples=keep_examples)
+    write_summary(out, scoring.rows)
+    write_detail(detail or detail_path(out), scoring.rows, strict=options.strict)
+    return scoring
 
 
 # --- CSV files and the table ---------------------------------------------------------------------------

@@ -6,16 +6,13 @@ import sys
 from pathlib import Path
 
 from ..cli import command, parse_int_set, parse_names
-from ..errors import AudioICLError
 from ..scoring import (
     ResultKeys,
     ScoreOptions,
-    find_result_files,
+    detail_path,
     format_table,
-    score_files,
-    write_detail,
+    score_folder,
     write_per_example,
-    write_summary,
 )
 
 
@@ -77,26 +74,25 @@ def _add(sub):
 def run(args) -> int:
     models = parse_names(args.only_model) if args.only_model else None
     shots = parse_int_set(args.only_shots) if args.only_shots else None
-    files = find_result_files(args.input, models=models, shots=shots)
-    if not files:
-        wanted = " matching the --only-model/--only-shots filters" if models or shots else ""
-        raise AudioICLError(
-            f"no result files (<model>_results_k<k>.jsonl){wanted} found under this folder",
-            file=str(args.input),
-        )
     options = ScoreOptions(
         keys=ResultKeys(response=args.pred_key, gt=args.gt_key, task=args.task_key, id=args.id_key),
         strict=args.strict,
         skip_bad_lines=args.skip_bad_lines,
     )
-    scoring = score_files(files, options, keep_examples=args.per_example_dir is not None)
-    detail = args.detail or args.out.with_name(f"{args.out.stem}_detail.csv")
-    write_summary(args.out, scoring.rows)
-    write_detail(detail, scoring.rows, strict=args.strict)
+    detail = args.detail or detail_path(args.out)
+    scoring = score_folder(
+        args.input,
+        args.out,
+        options,
+        detail=detail,
+        models=models,
+        shots=shots,
+        keep_examples=args.per_example_dir is not None,
+    )
     if args.strict:
         print("STRICT scoring: only bare answers count; these are NOT the original protocol's numbers.")
     print(format_table(scoring.rows))
-    print(f"\nscored {len(files)} file(s): summary {args.out}, detail {detail}")
+    print(f"\nscored {len(scoring.files)} file(s): summary {args.out}, detail {detail}")
     if args.per_example_dir is not None:
         written = write_per_example(args.per_example_dir, scoring, keep_text=args.keep_text)
         print(f"per-example: {len(written)} file(s) in {args.per_example_dir}")
