@@ -264,7 +264,7 @@ def test_examples_come_from_the_highest_k_solved_first(tmp_path):
     assert first.solved and [a.model for a in first.answers] == ["modelA", "modelB"]
     assert [a.verdict.correct for a in first.answers] == [True, False]
     assert first.answers[1].response is None and first.answers[1].error == "timeout"
-    assert first.data_root == data  # from run.json
+    assert first.data_root == data  # from the folder's run.json of older runs
     assert first.prompt == COUNT_PROMPT and len(first.audio_paths) == 4
     assert not count[1].solved
     morse = chosen["MorseCode"][0]
@@ -273,6 +273,20 @@ def test_examples_come_from_the_highest_k_solved_first(tmp_path):
     assert [e.id for e in anomaly] == ["AudioICL02401", "AudioICL02402"] and anomaly[0].k == 1
     override = select_examples(read_scored(results), 1, results, data=tmp_path / "elsewhere")
     assert override["AudioCount"][0].data_root == tmp_path / "elsewhere"
+
+
+def test_data_root_comes_from_the_models_run_record(tmp_path):
+    """``<model>_run.json`` of the example's model wins over a folder-wide run.json; another model's
+    record is not used."""
+    _, results, data = write_inputs(tmp_path)
+    (results / "modelA_run.json").write_text(json.dumps({"data": "../moved", "model_name": "modelA"}))
+    chosen = select_examples(read_scored(results), 1, results)
+    assert chosen["AudioCount"][0].answers[0].model == "modelA"
+    assert chosen["AudioCount"][0].data_root == results / "../moved"  # relative to the record's folder
+    (results / "run.json").unlink()
+    (results / "modelA_run.json").unlink()
+    (results / "modelB_run.json").write_text(json.dumps({"data": str(data), "model_name": "modelB"}))
+    assert select_examples(read_scored(results), 1, results)["AudioCount"][0].data_root is None
 
 
 def test_malformed_result_line_names_file_and_line(tmp_path):

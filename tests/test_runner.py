@@ -16,7 +16,7 @@ from audioicl.backends.builtin import demo_labels
 from audioicl.errors import AudioICLError
 from audioicl.meta import read_meta
 from audioicl.prompts import build_chat
-from audioicl.results import FileLock, ResultsLog, iter_results, merge_shards, repair_tail
+from audioicl.results import FileLock, ResultsLog, drop_error_lines, iter_results, merge_shards, repair_tail
 from audioicl.runner import RunOptions, Shard, run, select_episodes
 from audioicl.tasks import TASKS
 
@@ -115,8 +115,9 @@ def test_run_writes_every_field(tiny_dataset, tmp_path):
         assert len(row["prompt_sha256"]) == len(row["audio_sha256"]) == 64
         if ep.task == "MorseCode":  # the bank comes first
             assert row["audio_paths"][0] == "data/MorseCode/alphabet/A.wav"
-    record = json.loads((out / "run.json").read_text())
+    record = json.loads((out / "majority_run.json").read_text())
     assert record["model_name"] == "majority" and record["settings"]["style"] == "specific"
+    assert record["data"] == str(tiny_dataset.resolve()) and list(record["meta_sha256"]) == ["2"]
     assert not (out / "majority_results_k2.jsonl.lock").exists()
     # rerun: everything is skipped
     again = run(RunOptions(data=tiny_dataset, model="builtin:majority", out=out, shots=(2,)), report=quiet)
@@ -160,11 +161,68 @@ def test_clip_over_backend_limit_is_an_error_line(tiny_dataset, tmp_path):
 
 def test_resume_refuses_other_settings(tiny_dataset, tmp_path):
     run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,)), report=quiet)
-    with pytest.raises(AudioICLError, match="style: was 'specific', now 'general'"):
+    record_file = tmp_path / "random_run.json"
+    before = record_file.read_bytes()
+    with pytest.raises(AudioICLError, match="model 'random' .*style: was 'specific', now 'general'") as info:
         run(
             RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,), style="general"),
             report=quiet,
         )
+    assert info.value.file == str(record_file)
+    with pytest.raises(AudioICLError, match="max_new_tokens: was 16, now 8; pad: was 'none', now 'episode'"):
+        run(
+            RunOptions(
+                data=tiny_dataset, model="builtin:random", out=tmp_path, pad="episode", max_new_tokens=8
+            ),
+            report=quiet,
+        )
+    assert record_file.read_bytes() == before  # a refused run changes nothing
+    assert not list(tmp_path.glob("*.lock"))
+
+
+def test_resume_adds_k_tasks_limit_batch_size_and_other_models(tiny_dataset, tmp_path):
+    """What only selects episodes may change between runs of a model in one folder; models sit side by side."""
+    base = {"data": tiny_dataset, "model": "builtin:random", "out": tmp_path}
+    run(RunOptions(**base, shots=(1,), tasks=("AudioCount",), limit=2), report=quiet)
+    more = run(RunOptions(**base, shots=(1, 2), batch_size=3), report=quiet)
+    assert [(s.k, s.written, s.skipped) for s in more.ks] == [(1, 10, 2), (2, 12, 0)]
+    run(RunOptions(**{**base, "model": "builtin:majority"}, shots=(1,), style="general"), report=quiet)
+    record = json.loads((tmp_path / "random_run.json").read_text())
+    assert sorted(record["meta_sha256"]) == ["1", "2"]
+    assert [(r["shots"], r["tasks"], r["limit"], r["batch_size"]) for r in record["runs"]] == [
+        ([1], ["AudioCount"], 2, 8),
+        ([1, 2], None, None, 3),
+    ]
+    other = json.loads((tmp_path / "majority_run.json").read_text())
+    assert other["settings"]["style"] == "general" and len(other["runs"]) == 1
+    assert sorted(p.name for p in tmp_path.glob("*_results_k*.jsonl")) == [
+        "majority_results_k1.jsonl",
+        "random_results_k1.jsonl",
+        "random_results_k2.jsonl",
+    ]
+    # with padding to the batch's longest clip the batch size changes the audio: it must stay
+    padded = {**base, "out": tmp_path / "padded", "shots": (1,), "pad": "batch"}
+    run(RunOptions(**padded, batch_size=4), report=quiet)
+    with pytest.raises(AudioICLError, match="batch_size: was 4, now 2"):
+        run(RunOptions(**padded, batch_size=2), report=quiet)
+
+
+def test_legacy_run_json_is_checked_for_its_model(tiny_dataset, tmp_path):
+    """A folder from before per-model records: its run.json still guards its model's files."""
+    run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,)), report=quiet)
+    (tmp_path / "random_run.json").rename(tmp_path / "run.json")
+    with pytest.raises(AudioICLError, match="seed: was 0, now 1") as info:
+        run(
+            RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,), seed=1),
+            report=quiet,
+        )
+    assert info.value.file == str(tmp_path / "run.json")
+    run(
+        RunOptions(data=tiny_dataset, model="builtin:majority", out=tmp_path, shots=(1,), seed=1),
+        report=quiet,
+    )
+    run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(2,)), report=quiet)
+    assert json.loads((tmp_path / "random_run.json").read_text())["meta_sha256"].keys() == {"1", "2"}
 
 
 def test_unknown_task_and_missing_k(tiny_dataset, tmp_path):
@@ -185,6 +243,20 @@ def test_repair_tail(tmp_path):
     assert repair_tail(path) is None
     log = ResultsLog.open(path)
     assert log.done_ids() == {"a", "b"}
+
+
+def test_drop_error_lines_keeps_other_lines_byte_for_byte(tmp_path):
+    path = tmp_path / "r.jsonl"
+    kept = [
+        '{"id": "a", "status": "ok"}\r\n',
+        '{"id":"b","status":"error"}\n',
+        '{"id": "c", "status": "error"}\n',
+    ]
+    path.write_bytes("".join([*kept, '{"id": "d", "status": "error"}\n', '{"id": "e"}\n']).encode())
+    assert drop_error_lines(path, {"a", "d", "e", "x"}) == 1  # c and b are not asked for
+    assert path.read_bytes() == "".join([*kept, '{"id": "e"}\n']).encode()
+    assert drop_error_lines(path, {"d"}) == 0
+    assert not (tmp_path / "r.jsonl.tmp").exists()
 
 
 def test_results_log_refuses_duplicate_ids(tmp_path):
@@ -238,14 +310,16 @@ def test_merge_refuses_gaps_and_duplicates(tiny_dataset, tmp_path):
         shards.append(tmp_path / f"shard-{i}-of-3")
     merged = merge_shards(shards, tmp_path / "all", tiny_dataset)
     assert [(m.path.name, m.lines, m.sources) for m in merged] == [("random_results_k1.jsonl", 12, 3)]
-    with pytest.raises(AudioICLError, match="shard\\(s\\) 2/3 not given"):
+    record = json.loads((tmp_path / "all" / "random_run.json").read_text())
+    assert record["shard"] is None and len(record["runs"]) == 3 and len(record["merged_from"]) == 3
+    with pytest.raises(AudioICLError, match="random: shard\\(s\\) 2/3 not given"):
         merge_shards([shards[0], shards[2]], tmp_path / "some")
-    # copies without run.json: only the ids can tell
+    # copies without their run records: only the ids can tell
     bare = []
     for shard in shards:
         copy = tmp_path / "bare" / shard.name
         shutil.copytree(shard, copy)
-        (copy / "run.json").unlink()
+        (copy / "random_run.json").unlink()
         bare.append(copy)
     missing = len(lines(bare[2] / "random_results_k1.jsonl"))
     with pytest.raises(AudioICLError, match=f"{missing} episode\\(s\\) of the dataset have no result"):
@@ -260,6 +334,22 @@ def test_merge_refuses_gaps_and_duplicates(tiny_dataset, tmp_path):
     again = shutil.copytree(shards[0], tmp_path / "again")
     with pytest.raises(AudioICLError, match="the same shard is given twice"):
         merge_shards([*shards, again], tmp_path / "m4")
+    other_style = tmp_path / "general"
+    run(
+        RunOptions(
+            data=tiny_dataset,
+            model="builtin:random",
+            out=other_style,
+            shots=(1,),
+            shard=Shard(2, 3),
+            style="general",
+        ),
+        report=quiet,
+    )
+    with pytest.raises(
+        AudioICLError, match="random: run with other settings .*style: was 'specific', now 'general'"
+    ):
+        merge_shards([shards[0], other_style / "shard-2-of-3", shards[2]], tmp_path / "m6")
     held = FileLock(shards[0] / "random_results_k1.jsonl")
     held.acquire()
     try:

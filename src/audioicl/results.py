@@ -4,6 +4,11 @@ A results file is ``<model>_results_k<k>.jsonl``, one JSON object per line. Writ
 flush + fsync after each batch; a process killed mid-write can leave one half-written last line, which
 ``ResultsLog.open`` cuts off (reporting it) before appending. A lock file ``<file>.lock`` created with
 ``O_EXCL`` holds the writer's host and pid; a lock left by a dead process on this host is taken over.
+
+Next to a model's results files, ``<model>_run.json`` records how they were made (data root, dataset
+fingerprint, the settings that change what a line says, and every run's selection), so several models share
+a folder and a resumed run can be checked against the settings its file was started with. Folders written
+before per-model records hold one ``run.json``; it is still read.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import json
 import os
 import re
 import socket
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +30,98 @@ from .records import Result
 RESULTS_PATTERN = re.compile(r"^(?P<model>.+?)_results_(?:meta_)?k(?P<k>\d+)\.jsonl$")
 
 
+RUN_SUFFIX = "_run.json"
+LEGACY_RUN_FILE = "run.json"  # one record per folder, as written before per-model records
+
+Record = dict[str, Any]
+
+
 def results_name(model: str, k: int) -> str:
     return f"{model}_results_k{k}.jsonl"
+
+
+def run_record_name(model: str) -> str:
+    """The run record next to ``<model>_results_k<k>.jsonl``."""
+    return f"{model}{RUN_SUFFIX}"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file, fsync it, and rename it over ``path``: readers see the old
+    file or the new one, never a part."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------------------- run records
+
+
+def read_run_record(path: Path) -> Record | None:
+    """The record at ``path``; None when there is none."""
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise AudioICLError(f"malformed run record: {exc}", file=str(path)) from exc
+    if not isinstance(record, dict):
+        raise AudioICLError("malformed run record: not a JSON object", file=str(path))
+    return record
+
+
+def model_run_record(folder: Path, model: str) -> tuple[Path, Record] | None:
+    """``<model>_run.json`` in ``folder``, else a legacy ``run.json`` made for ``model``; with its path."""
+    path = folder / run_record_name(model)
+    record = read_run_record(path)
+    if record is not None:
+        return path, record
+    legacy = read_run_record(folder / LEGACY_RUN_FILE)
+    if legacy is not None and legacy.get("model_name") == model:
+        return folder / LEGACY_RUN_FILE, legacy
+    return None
+
+
+def folder_run_records(folder: Path) -> dict[str, Record]:
+    """Every model's run record in ``folder``, by the ``<model>`` of its results files."""
+    records = {
+        path.name[: -len(RUN_SUFFIX)]: record
+        for path in sorted(folder.glob(f"*{RUN_SUFFIX}"))
+        if (record := read_run_record(path)) is not None
+    }
+    legacy = read_run_record(folder / LEGACY_RUN_FILE)
+    if legacy is not None and isinstance(legacy.get("model_name"), str):
+        records.setdefault(legacy["model_name"], legacy)
+    return records
+
+
+def dumps_record(record: Record) -> str:
+    return json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+
+
+def record_shard(record: Record) -> str | None:
+    """The shard ``I/N`` a record's folder holds (legacy records keep it in ``selection``)."""
+    if "shard" in record:
+        return record["shard"]
+    return (record.get("selection") or {}).get("shard")
+
+
+def record_conflicts(old: Record, new: Record) -> list[str]:
+    """``key: was X, now Y`` for each recorded fact that changes what a result line says: the settings,
+    the data root, the dataset fingerprint and the meta file of any k both records have run."""
+    old_settings, new_settings = old.get("settings") or {}, new.get("settings") or {}
+    pairs = {
+        key: (old_settings.get(key), new_settings.get(key))
+        for key in old_settings.keys() | new_settings.keys()
+    }
+    for key in ("data", "dataset_fingerprint"):
+        pairs[key] = (old.get(key), new.get(key))
+    old_meta, new_meta = old.get("meta_sha256") or {}, new.get("meta_sha256") or {}
+    for k in sorted(old_meta.keys() & new_meta.keys(), key=int):
+        pairs[f"meta file of k={k} (sha256)"] = (old_meta[k], new_meta[k])
+    return [f"{key}: was {was!r}, now {now!r}" for key, (was, now) in sorted(pairs.items()) if was != now]
 
 
 @dataclass(frozen=True)
@@ -131,13 +227,21 @@ class FileLock:
     def lock(self) -> Path:
         return lock_path(self.path)
 
-    def acquire(self) -> None:
-        for _ in range(2):
+    def acquire(self, wait_s: float = 0.0) -> None:
+        """Take the lock; a live owner is waited for up to ``wait_s`` seconds, then refused."""
+        deadline = time.monotonic() + wait_s
+        attempts = 0
+        while attempts < 2:
+            attempts += 1
             try:
                 fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 owner = read_lock(self.lock)
                 if owner is None:
+                    continue
+                if owner.alive and time.monotonic() < deadline:
+                    attempts = 0
+                    time.sleep(0.05)
                     continue
                 if owner.alive:
                     raise AudioICLError(
@@ -208,6 +312,20 @@ class ResultsLog:
             self._handle = None
 
 
+def drop_error_lines(path: Path, ids: set[str]) -> int:
+    """Rewrite ``path`` atomically without its ``status: "error"`` lines for ``ids``, so those episodes
+    run again; every other line is kept byte for byte. Returns how many lines went. Hold the file's lock."""
+    if not path.exists():
+        return 0
+    drop = {line.line for line in iter_results(path) if line.id in ids and line.data.get("status") == "error"}
+    if not drop:
+        return 0
+    with path.open(encoding="utf-8", newline="") as handle:  # the line numbering of iter_results
+        kept = [text for number, text in enumerate(handle, start=1) if number not in drop]
+    write_atomic(path, "".join(kept))
+    return len(drop)
+
+
 # --------------------------------------------------------------------------- merging shards
 
 
@@ -231,24 +349,44 @@ def _shard_files(folder: Path) -> dict[str, Path]:
     return files
 
 
-def _check_shard_set(records: dict[Path, dict[str, Any]]) -> None:
-    """Shards named in run.json must be one complete set 1..N made with the same settings."""
-    shards = {folder: (rec.get("selection") or {}).get("shard") for folder, rec in records.items()}
-    named = {folder: s for folder, s in shards.items() if s}
+def _check_shard_set(model: str, records: dict[Path, Record]) -> None:
+    """One model's records in the shard folders must name one complete set of shards 1..N made with the
+    same settings on the same dataset."""
+    named = {folder: shard for folder, rec in records.items() if (shard := record_shard(rec))}
     if named:
         counts = {int(s.split("/")[1]) for s in named.values()}
         if len(counts) > 1:
-            raise AudioICLError(f"shards of different splits: {', '.join(sorted(set(named.values())))}")
+            raise AudioICLError(
+                f"{model}: shards of different splits: {', '.join(sorted(set(named.values())))}"
+            )
         total = counts.pop()
         have = {int(s.split("/")[0]) for s in named.values()}
         missing = sorted(set(range(1, total + 1)) - have)
         if missing:
-            raise AudioICLError(f"shard(s) {', '.join(f'{i}/{total}' for i in missing)} not given")
+            raise AudioICLError(f"{model}: shard(s) {', '.join(f'{i}/{total}' for i in missing)} not given")
         if len(named) != len(have):
-            raise AudioICLError("the same shard is given twice")
-    settings = {json.dumps(rec.get("settings"), sort_keys=True) for rec in records.values()}
-    if len(settings) > 1:
-        raise AudioICLError("the folders were run with different settings (see their run.json)")
+            raise AudioICLError(f"{model}: the same shard is given twice")
+    (first_folder, first), *rest = records.items()
+    for folder, record in rest:
+        conflicts = record_conflicts(first, record)
+        if conflicts:
+            raise AudioICLError(
+                f"{model}: run with other settings than in {first_folder} ({'; '.join(conflicts)})",
+                file=str(folder / run_record_name(model)),
+            )
+
+
+def _merged_record(records: dict[Path, Record]) -> Record:
+    """One model's record for the merged folder: the shards' common facts, every run, no shard."""
+    record = dict(next(iter(records.values())))
+    record.pop("selection", None)
+    record["shard"] = None
+    record["meta_sha256"] = {
+        k: v for rec in records.values() for k, v in (rec.get("meta_sha256") or {}).items()
+    }
+    record["runs"] = [run for rec in records.values() for run in rec.get("runs") or []]
+    record["merged_from"] = [str(folder.resolve()) for folder in records]
+    return record
 
 
 def _dataset_order(data: Path, k: int) -> list[str]:
@@ -280,18 +418,18 @@ def _check_coverage(name: str, lines: dict[str, ResultLine], order: list[str], d
 def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> list[MergedFile]:
     """Join the results files of shard folders into ``out``, one file per model and k, refusing an id
     given twice and (with ``data``) any dataset episode without a result. Lines come in dataset order
-    with ``data``, else by id. Writes ``out/run.json`` from the shards' records."""
+    with ``data``, else by id. Writes ``out/<model>_run.json`` from the shards' records of each model."""
     resolved = [f.resolve() for f in folders]
     twice = sorted({str(f) for f in folders if resolved.count(f.resolve()) > 1})
     if twice:
         raise AudioICLError(f"folder given twice: {', '.join(twice)}")
     per_folder = {folder: _shard_files(folder) for folder in folders}
-    records = {
-        folder: json.loads((folder / "run.json").read_text(encoding="utf-8"))
-        for folder in folders
-        if (folder / "run.json").is_file()
-    }
-    _check_shard_set(records)
+    by_model: dict[str, dict[Path, Record]] = {}
+    for folder in folders:
+        for model, record in folder_run_records(folder).items():
+            by_model.setdefault(model, {})[folder] = record
+    for model, records in sorted(by_model.items()):
+        _check_shard_set(model, records)
     names = sorted({name for files in per_folder.values() for name in files})
     merged: dict[str, list[ResultLine]] = {}
     for name in names:
@@ -322,19 +460,9 @@ def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> li
     written = []
     for name, lines in merged.items():
         path = out / name
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8", newline="\n") as handle:
-            handle.writelines(json.dumps(line.data, ensure_ascii=False) + "\n" for line in lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(path)
+        write_atomic(path, "".join(json.dumps(line.data, ensure_ascii=False) + "\n" for line in lines))
         sources = sum(1 for files in per_folder.values() if name in files)
         written.append(MergedFile(path, len(lines), sources))
-    if records:
-        record = dict(next(iter(records.values())))
-        record["selection"] = {**(record.get("selection") or {}), "shard": None}
-        record["merged_from"] = [str(f.resolve()) for f in folders]
-        (out / "run.json").write_text(
-            json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+    for model, records in sorted(by_model.items()):
+        write_atomic(out / run_record_name(model), dumps_record(_merged_record(records)))
     return written

@@ -8,8 +8,14 @@ from writing the same file. With ``--shard i/n`` (1-based) a run takes the episo
 shard i and writes into ``OUT/shard-i-of-n/``; ``audioicl merge`` joins the shard folders (scoring the
 parent folder also works, it counts same-named files together).
 
+``<model>_run.json`` next to the results files records the model's data root, dataset fingerprint and the
+settings that change what a line says. Several models share a folder, and one model may be run again for
+other k, other tasks, another ``--limit`` or ``--batch-size`` (each run's selection is added to the record);
+a run whose settings differ from the record is refused, naming each setting that differs.
+
 An episode whose audio cannot be read, or has a clip longer than the backend accepts, gets a line with
-``status: "error"`` and the reason; it is never skipped.
+``status: "error"`` and the reason; it is never skipped. Error lines stay in the log (a rerun reports them)
+unless ``retry_errors`` removes them first so that their episodes run again.
 """
 
 from __future__ import annotations
@@ -46,11 +52,22 @@ from .prompts import (
     system_family,
 )
 from .records import Episode, Result
-from .results import FileLock, ResultsLog, results_name
+from .results import (
+    FileLock,
+    Record,
+    ResultsLog,
+    drop_error_lines,
+    dumps_record,
+    model_run_record,
+    record_conflicts,
+    results_name,
+    run_record_name,
+    write_atomic,
+)
 from .seeding import derive_seed
 from .tasks import TASKS
 
-RUN_FILE = "run.json"
+RECORD_LOCK_WAIT_S = 30.0  # another run of the same model in the folder holds the record only briefly
 
 Report = Callable[[str], None]
 
@@ -106,6 +123,7 @@ class RunOptions:
     seed: int = 0
     name: str | None = None  # the <model> of the file names; default: the model name's last component
     backend_options: Mapping[str, str] = field(default_factory=dict)
+    retry_errors: bool = False  # drop the selected episodes' error lines first, so they run again
 
     @property
     def model_name(self) -> str:
@@ -124,16 +142,19 @@ class KSummary:
     written: int = 0
     skipped: int = 0  # already in the file
     errors: int = 0  # error lines written by this run
-    earlier_errors: int = 0  # error lines already in the file for selected episodes
+    earlier_errors: int = 0  # error lines already in the file for selected episodes (kept)
+    retried: int = 0  # error lines removed from the file (retry_errors) so their episodes ran again
     repaired: str | None = None
 
     def line(self) -> str:
-        text = (
-            f"k={self.k}: {self.written} written ({self.errors} errors), {self.skipped} skipped as already "
-            f"done -> {self.path}"
-        )
+        text = f"k={self.k}: {self.written} written ({self.errors} errors), {self.skipped} skipped as already done"
+        if self.retried:
+            text += f", {self.retried} earlier error lines removed to retry"
+        text += f" -> {self.path}"
         if self.earlier_errors:
-            text += f" [{self.earlier_errors} error lines from an earlier run]"
+            text += (
+                f" [{self.earlier_errors} error lines from an earlier run; --retry-errors runs them again]"
+            )
         return text
 
 
@@ -207,7 +228,7 @@ def _meta_files(options: RunOptions) -> dict[int, Path]:
     return {k: found[k] for k in options.shots}
 
 
-# --------------------------------------------------------------------------- run.json
+# --------------------------------------------------------------------------- <model>_run.json
 
 
 def _sha256_file(path: Path) -> str:
@@ -243,7 +264,8 @@ def _settings(options: RunOptions) -> dict[str, Any]:
     return settings
 
 
-def _run_record(options: RunOptions, backend: Backend, metas: Mapping[int, Path]) -> dict[str, Any]:
+def _run_record(options: RunOptions, backend: Backend, metas: Mapping[int, Path]) -> Record:
+    """This run's record: what its lines depend on, and (in ``runs``) what it selected."""
     return {
         "audioicl_version": __version__,
         "data": str(options.data.resolve()),
@@ -253,41 +275,50 @@ def _run_record(options: RunOptions, backend: Backend, metas: Mapping[int, Path]
         "backend": backend.name,
         "settings": _settings(options),
         "prompts": str(options.prompts.resolve()) if options.prompts else None,
-        "selection": {
-            "shots": list(metas),
-            "tasks": list(options.tasks) if options.tasks else None,
-            "limit": options.limit,
-            "shard": str(options.shard) if options.shard else None,
-            "batch_size": options.batch_size,
-        },
+        "shard": str(options.shard) if options.shard else None,
         "meta_sha256": {str(k): _sha256_file(path) for k, path in metas.items()},
+        "runs": [
+            {
+                "shots": list(metas),
+                "tasks": list(options.tasks) if options.tasks else None,
+                "limit": options.limit,
+                "batch_size": options.batch_size,
+                "retry_errors": options.retry_errors,
+                "audioicl_version": __version__,
+            }
+        ],
     }
 
 
-def _check_resume(path: Path, record: dict[str, Any]) -> None:
-    """Refuse to add to a folder whose earlier run used other settings or another dataset."""
-    if not path.is_file():
-        return
-    try:
-        earlier = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise AudioICLError(f"malformed run record: {exc}", file=str(path)) from exc
-    old, new = earlier.get("settings", {}), record["settings"]
-    differing = sorted(key for key in old.keys() | new.keys() if old.get(key) != new.get(key))
-    if differing:
-        detail = "; ".join(f"{key}: was {old.get(key)!r}, now {new.get(key)!r}" for key in differing)
+def _merge_record(found: tuple[Path, Record] | None, record: Record) -> Record:
+    """``record`` added to the model's earlier record; refused when a setting that changes results differs."""
+    if found is None:
+        return record
+    path, earlier = found
+    conflicts = record_conflicts(earlier, record)
+    if conflicts:
         raise AudioICLError(
-            f"this folder holds results made with other settings ({detail}); use another --out",
+            f"this folder holds results of model {record['model_name']!r} made with other settings "
+            f"({'; '.join(conflicts)}); use another --out, or --name for a separate set of files",
             file=str(path),
         )
-    if earlier.get("dataset_fingerprint") != record["dataset_fingerprint"]:
-        raise AudioICLError("this folder holds results of another dataset; use another --out", file=str(path))
+    return {
+        **record,
+        "meta_sha256": {**(earlier.get("meta_sha256") or {}), **record["meta_sha256"]},
+        "runs": [*(earlier.get("runs") or []), *record["runs"]],
+    }
 
 
-def _write_json(path: Path, record: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+def _update_run_record(folder: Path, record: Record) -> None:
+    """Check this run against the model's record in ``folder`` and add it, under the record's lock."""
+    path = folder / run_record_name(record["model_name"])
+    lock = FileLock(path)
+    lock.acquire(wait_s=RECORD_LOCK_WAIT_S)
+    try:
+        merged = _merge_record(model_run_record(folder, record["model_name"]), record)
+        write_atomic(path, dumps_record(merged))
+    finally:
+        lock.release()
 
 
 # --------------------------------------------------------------------------- one batch
@@ -439,7 +470,6 @@ def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
     folder = options.folder
     folder.mkdir(parents=True, exist_ok=True)
     record = _run_record(options, backend, metas)
-    _check_resume(folder / RUN_FILE, record)
 
     locks = [FileLock(folder / results_name(options.model_name, k)) for k in selected]
     acquired: list[FileLock] = []
@@ -449,7 +479,7 @@ def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
             acquired.append(lock)
             if lock.taken_over:
                 report(f"warning: took over the stale lock {lock.lock} of dead process {lock.taken_over.pid}")
-        _write_json(folder / RUN_FILE, record)
+        _update_run_record(folder, record)
         summaries = []
         for k, episodes in selected.items():
             runner = BatchRunner(options, backend, prompt_set, family, bank, k)
@@ -461,11 +491,16 @@ def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
 
 
 def _run_k(runner: BatchRunner, episodes: list[Episode], path: Path, report: Report) -> KSummary:
+    """Append the lines of ``episodes`` not yet in ``path``; the caller holds the file's lock."""
     log = ResultsLog.open(path)
     summary = KSummary(runner.k, path, selected=len(episodes), repaired=log.repaired)
     if log.repaired:
         report(f"warning: {log.repaired}")
     wanted = {ep.id for ep in episodes}
+    if runner.options.retry_errors:
+        summary.retried = drop_error_lines(path, wanted)
+        if summary.retried:
+            log = ResultsLog.open(path)
     done = log.done_ids()
     summary.earlier_errors = sum(
         1 for line in log.existing if line.id in wanted and line.data.get("status") == "error"

@@ -52,7 +52,7 @@ def test_run_all_ks_and_summary(dataset, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [
         "random_results_k1.jsonl",
         "random_results_k2.jsonl",
-        "run.json",
+        "random_run.json",
     ]
     for k in (1, 2):
         lines = rows(out / f"random_results_k{k}.jsonl")
@@ -152,7 +152,7 @@ def test_shards_merge_to_a_single_run(dataset, tmp_path):
     proc = cli("merge", *shards, "--out", merged, "--data", dataset)
     assert "majority_results_k1.jsonl: 12 lines from 3 folder(s)" in proc.stdout
     assert results_of(merged) == results_of(single)
-    assert json.loads((merged / "run.json").read_text())["selection"]["shard"] is None
+    assert json.loads((merged / "majority_run.json").read_text())["shard"] is None
     # merging again would clobber the merged files (the other refusals: tests/test_runner.py)
     assert "merge into an empty folder" in cli("merge", *shards, "--out", merged, check_rc=2).stderr
 
@@ -175,6 +175,80 @@ def test_unreadable_audio_is_an_error_line(dataset, tmp_path):
     assert "1 error lines from an earlier run" in again.stdout
 
 
+def test_retry_errors_runs_error_lines_again(dataset, tmp_path):
+    """A missing clip gives error lines; once the clip is back, --retry-errors replaces them by ok lines."""
+    episodes = read_meta(dataset / "meta" / "meta_k1.jsonl")
+    rel = episodes[3].query.target.audio_path
+    broken = {ep.id for ep in episodes if rel in {clip.audio_path for clip in ep.clips()}}
+    n = len(broken)
+    clip = dataset / rel
+    saved = tmp_path / "saved.wav"
+    clip.rename(saved)
+    out = tmp_path / "out"
+    args = ["run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1"]
+    assert f"k=1: 12 written ({n} errors)" in cli(*args, check_rc=1).stdout
+    results = out / "random_results_k1.jsonl"
+    assert {line["id"] for line in rows(results) if line["status"] == "error"} == broken
+    saved.rename(clip)
+    kept = cli(*args, check_rc=1)  # the default keeps the error lines and says so
+    assert f"{n} error lines from an earlier run; --retry-errors runs them again" in kept.stdout
+    before = rows(results)
+    retried = cli(*args, "--retry-errors")
+    assert (
+        f"k=1: {n} written (0 errors), {12 - n} skipped as already done, {n} earlier error lines removed to retry"
+        in retried.stdout
+    )
+    after = rows(results)
+    assert sorted(line["id"] for line in after) == sorted(ep.id for ep in episodes)  # no id twice
+    assert [line for line in after if line["id"] not in broken] == [
+        line for line in before if line["id"] not in broken
+    ]
+    assert {line["id"] for line in after[-n:]} == broken and all(line["status"] == "ok" for line in after)
+    assert not list(out.glob("*.tmp")) and not list(out.glob("*.lock"))
+    record = json.loads((out / "random_run.json").read_text())
+    assert [r["retry_errors"] for r in record["runs"]] == [False, False, True]
+    fresh = tmp_path / "fresh"
+    cli("run", "--data", dataset, "--model", "builtin:random", "--out", fresh, "--k", "1")
+    by_id = {line["id"]: line for line in without_timing(after)}
+    assert [by_id[ep.id] for ep in episodes] == results_of(fresh)["random_results_k1.jsonl"]
+
+
+def test_models_share_a_folder_and_are_scored_together(dataset, tmp_path):
+    out = tmp_path / "out"
+    cli("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1")
+    cli("run", "--data", dataset, "--model", "builtin:majority", "--out", out, "--style", "general")
+    cli("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "2", "--batch-size", "3")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "majority_results_k1.jsonl",
+        "majority_results_k2.jsonl",
+        "majority_run.json",
+        "random_results_k1.jsonl",
+        "random_results_k2.jsonl",
+        "random_run.json",
+    ]
+    summary = tmp_path / "summary.csv"
+    cli("score", "--in", out, "--out", summary)
+    table = summary.read_text(encoding="utf-8").splitlines()
+    assert table[0] == "model,shots,task,accuracy,n"
+    cells = {tuple(row.split(",")[:3]) for row in table[1:]}
+    tasks = {ep.task for ep in read_meta(dataset / "meta" / "meta_k1.jsonl")}
+    assert cells == {(m, k, t) for m in ("majority", "random") for k in ("1", "2") for t in tasks}
+    # the same model with another prompt style is refused, naming the setting; nothing is written
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    refused = cli(
+        "run", "--data", dataset, "--model", "builtin:random", "--out", out, "--style", "general", check_rc=2
+    )
+    assert "random_run.json: this folder holds results of model 'random'" in refused.stderr
+    assert "style: was 'specific', now 'general'" in refused.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_help_documents_run_records_and_retry_errors():
+    text = " ".join(cli("run", "--help").stdout.split())
+    assert "<model>_run.json" in text and "several models share one folder" in text
+    assert "--retry-errors" in text and "error lines" in text
+
+
 def test_config_file_under_command_line(dataset, tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text(
@@ -185,10 +259,10 @@ def test_config_file_under_command_line(dataset, tmp_path):
     proc = cli("run", "--config", config, "--style", "none")
     out = tmp_path / "results"  # relative to the config file
     assert "k=1: 6 written (0 errors)" in proc.stdout
-    record = json.loads((out / "run.json").read_text())
+    record = json.loads((out / "majority_run.json").read_text())
     assert record["settings"]["style"] == "none"  # the command line wins
     assert record["settings"]["backend_options"] == {"max_clip_seconds": "100"}
-    assert record["selection"]["batch_size"] == 2
+    assert record["runs"][-1]["batch_size"] == 2
     assert rows(out / "majority_results_k1.jsonl")[0]["prompt"].startswith(
         "system: You are a helpful assistant.\nuser: [Demo Audio 1]"
     )

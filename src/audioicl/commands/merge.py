@@ -14,8 +14,9 @@ def _add(sub):
         help="join shard results folders into one",
         description=(
             "Join the <model>_results_k<k>.jsonl files of shard folders (written by 'audioicl run --shard I/N') "
-            "into OUT. Refuses an id given twice, an incomplete set of shards (from their run.json), and, with "
-            "--data, any episode of the dataset without a result."
+            "into OUT. Refuses an id given twice, an incomplete set of shards or shards run with other settings "
+            "(from each model's <model>_run.json; a plain run.json of older folders is read too), and, with "
+            "--data, any episode of the dataset without a result. Writes OUT/<model>_run.json per model."
         ),
     )
     p.add_argument("folders", nargs="+", type=Path, metavar="SHARD_DIR", help="shard folders to join")

@@ -35,7 +35,9 @@ CONFIG_KEYS = (
     "seed",
     "name",
     "backend-option",
+    "retry-errors",
 )
+FLAG_KEYS = ("retry-errors",)
 PATH_KEYS = ("data", "out", "prompts")
 REQUIRED = ("data", "model", "out")
 
@@ -55,8 +57,17 @@ def _add(sub, exit_on_error: bool = True):
             "Run a model over the episodes of a dataset and append one result line per episode to "
             "OUT/<model>_results_k<k>.jsonl, <model> being the last path component of the model name "
             "(builtin:random -> random). Episodes already in the file are skipped, so rerunning resumes. "
+            "OUT/<model>_run.json records the data root, dataset fingerprint and settings of that model's "
+            "files, so several models share one folder (score them all with 'audioicl score --in OUT'). "
+            "Running a model again into the same folder may add other k or tasks, or change --limit or "
+            "--batch-size; it is refused, naming the setting, when a setting that changes the answers "
+            "differs (style, layout, pad, max-new-tokens, prompts file content, morse-bank, seed, backend "
+            "options, data root or dataset). "
             "With --shard I/N the run takes its share of the episodes and writes into OUT/shard-I-of-N/; "
-            "join shards with 'audioicl merge'. Exits 1 when any episode ended in an error line. "
+            "join shards with 'audioicl merge'. An episode that fails (unreadable audio, clip too long for the "
+            "backend) gets an error line; error lines are kept and a rerun reports them and exits 1, unless "
+            "--retry-errors removes them first so their episodes run again. Exits 1 when any selected "
+            "episode ends in an error line. "
             "Options not given fall back to --config FILE, then to the defaults."
         ),
         exit_on_error=exit_on_error,
@@ -65,7 +76,11 @@ def _add(sub, exit_on_error: bool = True):
     p.add_argument(
         "--model", help="BACKEND:NAME, e.g. builtin:random or hf:Qwen/Qwen2-Audio-7B-Instruct; required"
     )
-    p.add_argument("--out", type=Path, help="folder for the results files and run.json; required")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder for the results files and <model>_run.json (shared by models); required",
+    )
     p.add_argument(
         "--k", type=parse_int_set, help="shots to run, e.g. 1-5 or 1,3 (default: all in the dataset)"
     )
@@ -94,6 +109,13 @@ def _add(sub, exit_on_error: bool = True):
         metavar="KEY=VALUE",
         help="option for the backend (repeatable), e.g. -o max_clip_seconds=30",
     )
+    p.add_argument(
+        "--retry-errors",
+        action="store_true",
+        default=None,
+        help="first remove the selected episodes' error lines from the results files (atomically), so "
+        "those episodes run again; reports how many were removed",
+    )
     p.add_argument("--config", type=Path, help="YAML or JSON file of option values (command line wins)")
     return p
 
@@ -113,6 +135,11 @@ def _config_tokens(path: Path) -> list[str]:
                 raise AudioICLError("'backend-option' must be a mapping of KEY: VALUE", file=str(path))
             for option, setting in value.items():
                 tokens += ["--backend-option", f"{option}={setting}"]
+            continue
+        if key in FLAG_KEYS:
+            if not isinstance(value, bool):
+                raise AudioICLError(f"{raw_key!r} must be true or false", file=str(path))
+            tokens += [f"--{key}"] if value else []
             continue
         if isinstance(value, list):
             value = ",".join(map(str, value))
@@ -165,6 +192,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     for key in ("style", "layout", "batch_size", "max_new_tokens", "pad", "limit", "shard", "prompts"):
         fields[key] = values.get(key)
     fields.update(morse_bank=values.get("morse_bank"), seed=values.get("seed"), name=values.get("name"))
+    fields["retry_errors"] = values.get("retry_errors")
     return RunOptions(**{key: value for key, value in fields.items() if value is not None})
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AudioICLError
+from ..results import LEGACY_RUN_FILE, run_record_name
 from ..scoring import ScoredLine, Verdict, _read_lines, find_result_files, iter_scored_lines
 from .accuracy import order_tasks
 
-RUN_FILE = "run.json"
-RUN_DATA_KEY = "data"  # the data root, as the runner writes run.json
+RUN_DATA_KEY = "data"  # the data root, as the runner writes <model>_run.json
 
 
 @dataclass(frozen=True)
@@ -45,18 +45,23 @@ class Example:
         return any(answer.verdict.correct for answer in self.answers)
 
 
-def run_data_root(results_file: Path, top: Path) -> Path | None:
-    """The data root recorded in the nearest ``run.json`` between the file's folder and ``top``
-    (a relative path is taken from the ``run.json`` folder)."""
+def _recorded_root(run_file: Path) -> Path | None:
+    try:
+        value = json.loads(run_file.read_text(encoding="utf-8")).get(RUN_DATA_KEY)
+    except (json.JSONDecodeError, AttributeError) as exc:
+        raise AudioICLError(f"cannot read run description: {exc}", file=str(run_file)) from None
+    return run_file.parent / value if isinstance(value, str) and value else None
+
+
+def run_data_root(results_file: Path, top: Path, model: str) -> Path | None:
+    """The data root recorded for ``model`` (the ``<model>`` of the file name) in the nearest
+    ``<model>_run.json``, or a folder-wide ``run.json`` of older runs, between the file's folder and ``top``
+    (a relative path is taken from the record's folder)."""
     folder = results_file.parent
     while True:
-        run_file = folder / RUN_FILE
-        if run_file.is_file():
-            try:
-                value = json.loads(run_file.read_text(encoding="utf-8")).get(RUN_DATA_KEY)
-            except (json.JSONDecodeError, AttributeError) as exc:
-                raise AudioICLError(f"cannot read run description: {exc}", file=str(run_file)) from None
-            return run_file.parent / value if isinstance(value, str) and value else None
+        for run_file in (folder / run_record_name(model), folder / LEGACY_RUN_FILE):
+            if run_file.is_file():
+                return _recorded_root(run_file)
         if folder == top or folder.parent == folder:
             return None
         folder = folder.parent
@@ -104,7 +109,7 @@ def _example(lines: list[ScoredLine], reader: RecordReader, data: Path | None, t
         first.gt,
         prompt,
         _audio_paths(records[0]),
-        data or run_data_root(first.file, top),
+        data or run_data_root(first.file, top, first.model),
         answers,
     )
 
@@ -122,7 +127,8 @@ def select_examples(
 ) -> dict[str, list[Example]]:
     """Up to ``per_task`` examples for every task, at the highest k that task has in the results.
 
-    ``data`` (``--data``) is the clips' root; without it, the ``run.json`` next to the results file.
+    ``data`` (``--data``) is the clips' root; without it, the ``<model>_run.json`` (or ``run.json``) next to
+    the results file of the example's first model.
     """
     by_task: dict[str, list[ScoredLine]] = defaultdict(list)
     for scored in lines:
