@@ -1,7 +1,9 @@
 """Scoring speed: 1,000,000 result lines (9 tasks, k = 1..5, mixed response styles) end to end.
 
 Each run finds the files, reads and parses every line, judges it, aggregates and writes the summary and
-detail CSVs, through the library (``audioicl.scoring``). Prints lines/s, median of the runs.
+detail CSVs, through the library (``audioicl.scoring``). Prints lines/s, median of the runs, for one
+process (the baseline) and for the default (one worker process per CPU over the result files), and the ratio.
+CPU time includes the worker processes'.
 
     python benchmarks/score_speed.py [--lines 1000000] [--runs 3]
 """
@@ -16,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from audioicl.scoring import find_result_files, score_files, write_detail, write_summary
+from audioicl.scoring import ScoreOptions, find_result_files, score_files, write_detail, write_summary
 from audioicl.seeding import rng_for
 from audioicl.tasks import task_names
 
@@ -74,13 +76,19 @@ def write_results(folder: Path, lines: int) -> None:
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def score_once(folder: Path) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of this process) for one full scoring run."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    scoring = score_files(find_result_files(folder))
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the scoring workers)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def score_once(folder: Path, workers: int | None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) for one full scoring run."""
+    wall, cpu = time.perf_counter(), _cpu_seconds()
+    scoring = score_files(find_result_files(folder), ScoreOptions(workers=workers))
     write_summary(folder / "out" / "summary.csv", scoring.rows)
     write_detail(folder / "out" / "summary_detail.csv", scoring.rows)
-    return time.perf_counter() - wall, time.process_time() - cpu
+    return time.perf_counter() - wall, _cpu_seconds() - cpu
 
 
 def main() -> None:
@@ -92,15 +100,19 @@ def main() -> None:
         folder = Path(tmp)
         write_results(folder, args.lines)
         lines = sum(1 for path in folder.glob("*.jsonl") for _ in path.open(encoding="utf-8"))
-        times = [score_once(folder) for _ in range(args.runs)]
+        configs = {"1 process": 1, "default": None}
+        times = {
+            name: [score_once(folder, workers) for _ in range(args.runs)] for name, workers in configs.items()
+        }
     print(
-        f"{lines:,} lines, {args.runs} runs, load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+        f"{lines:,} lines, {args.runs} runs each, load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     )
-    print("(CPU time is this process's only: the figure to compare when other work shares the machine)")
-    print(f"{'clock':<6}  {'median s':>8}  {'min s':>6}  {'lines/s (median)':>16}")
-    for name, seconds in (("wall", [w for w, _ in times]), ("CPU", [c for _, c in times])):
-        median = statistics.median(seconds)
-        print(f"{name:<6}  {median:>8.3f}  {min(seconds):>6.3f}  {lines / median:>16,.0f}")
+    print(f"{'config':<10}  {'wall s':>7}  {'CPU s':>7}  {'lines/s (wall)':>15}  {'vs 1 process':>12}")
+    base = statistics.median(w for w, _ in times["1 process"])
+    for name, runs in times.items():
+        wall = statistics.median(w for w, _ in runs)
+        cpu = statistics.median(c for _, c in runs)
+        print(f"{name:<10}  {wall:>7.3f}  {cpu:>7.3f}  {lines / wall:>15,.0f}  {base / wall:>11.2f}x")
 
 
 if __name__ == "__main__":

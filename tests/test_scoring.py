@@ -531,3 +531,27 @@ def test_unhashable_ground_truth_is_read_through_str_like_the_original():
     assert judge("MorseCode", "a", ["a"]).correct
     assert judge("AudioCount", "7", {"n": 7}).correct
     assert judge("AudioRemap", "PBP", ["P", "B", "P"]).correct  # "['P', 'B', 'P']": three ASCII letters
+
+
+def test_worker_processes_give_the_same_scores_as_one_process(tmp_path, monkeypatch):
+    """The parallel path (worker processes over files) must not change a single number or count."""
+    import random
+
+    from audioicl import scoring
+
+    rnd = random.Random(0)
+    for k in (1, 2, 3):
+        lines = []
+        for i in range(400):
+            task = rnd.choice(["AudioCount", "MorseCode", "AudioRemap", "AnomalyDetect", ""])
+            response = rnd.choice(["3", "The answer is 7.", None, "plant", "P B P", "abnormal", "x"])
+            lines.append(
+                json.dumps({"id": f"AudioICL{i:05d}", "task": task, "response": response, "gt": "3"})
+            )
+        (tmp_path / f"m_results_k{k}.jsonl").write_text("\n".join(lines) + "\n")
+    files = scoring.find_result_files(tmp_path)
+    single = scoring.score_files(files, scoring.ScoreOptions(workers=1))
+    monkeypatch.setattr(scoring, "PARALLEL_MIN_BYTES", 0)
+    parallel = scoring.score_files(files, scoring.ScoreOptions(workers=2))
+    assert parallel.rows == single.rows
+    assert len(single.rows) == 15 and sum(r.n for r in single.rows) == 1200

@@ -15,8 +15,11 @@ import csv
 import functools
 import json
 import math
+import multiprocessing
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -270,6 +273,7 @@ class ScoreOptions:
     keys: ResultKeys = field(default_factory=ResultKeys)
     strict: bool = False
     skip_bad_lines: bool = False
+    workers: int | None = None  # processes for large inputs; None: one per CPU, 1: no worker processes
 
 
 @dataclass(slots=True)
@@ -323,14 +327,9 @@ def _line_problem(text: str, response_key: str) -> tuple[dict | None, str]:
     return record, f"no {response_key!r} key"
 
 
-def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()) -> Iterator[ScoredLine]:
-    """Score every non-blank line of one result file, in order.
-
-    A malformed line (not JSON, not an object, no response key; a half-written last line is one too)
-    raises ``AudioICLError`` naming file, line and id, unless ``options.skip_bad_lines``: then it is
-    yielded as a wrong, unparsed ``ScoredLine`` with ``malformed=True`` and stays in n (under its task
-    when the line is an object that names one, else under the empty task).
-    """
+def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
+    """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed)``: the
+    aggregation's hot loop, which needs no record per line."""
     keys = options.keys
     response_key, gt_key, task_key, id_key = keys.response, keys.gt, keys.task, keys.id
     rules = _STRICT_RULES if options.strict else _RULES
@@ -338,7 +337,7 @@ def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()
     # json.loads minus its whitespace handling and wrapper (lines are stripped): about twice as fast.
     # scan_once is what JSONDecoder.raw_decode calls; it raises StopIteration where nothing parses.
     scan = _DECODER.scan_once
-    model, shots, path = result.model, result.shots, result.path
+    path = result.path
     for number, raw in enumerate(_read_lines(path), 1):
         text = raw.strip()
         if not text:
@@ -358,15 +357,35 @@ def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()
                     id=None if episode is None else str(episode),
                 )
             task = "" if record is None else str(record.get(task_key, ""))
-            yield ScoredLine(model, shots, path, number, episode, task, None, None, _UNPARSED, True)
+            yield number, episode, task, None, None, _UNPARSED, True
             continue
         task = record.get(task_key, "")
         if type(task) is not str:
             task = str(task)  # as the original: a null task is the task "None"
         response = record[response_key]
         gt = record.get(gt_key)
-        verdict = rules.get(task, fallback).judge(response, gt)
-        yield ScoredLine(model, shots, path, number, record.get(id_key), task, response, gt, verdict)
+        yield (
+            number,
+            record.get(id_key),
+            task,
+            response,
+            gt,
+            rules.get(task, fallback).judge(response, gt),
+            False,
+        )
+
+
+def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()) -> Iterator[ScoredLine]:
+    """Score every non-blank line of one result file, in order.
+
+    A malformed line (not JSON, not an object, no response key; a half-written last line is one too)
+    raises ``AudioICLError`` naming file, line and id, unless ``options.skip_bad_lines``: then it is
+    yielded as a wrong, unparsed ``ScoredLine`` with ``malformed=True`` and stays in n (under its task
+    when the line is an object that names one, else under the empty task).
+    """
+    model, shots, path = result.model, result.shots, result.path
+    for number, episode, task, response, gt, verdict, malformed in _judged_lines(result, options):
+        yield ScoredLine(model, shots, path, number, episode, task, response, gt, verdict, malformed)
 
 
 # --- aggregation ---------------------------------------------------------------------------------------
@@ -403,28 +422,62 @@ class Scoring:
     files: tuple[ResultFile, ...] = ()
 
 
+@dataclass
+class _FileCounts:
+    """One file's tallies: task → [correct, n, unparsed], malformed lines, and its lines when kept."""
+
+    per_task: dict[str, list[int]]
+    malformed: int
+    lines: list[ScoredLine] | None
+
+
+def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) -> _FileCounts:
+    per_task: dict[str, list[int]] = {}
+    malformed = 0
+    lines: list[ScoredLine] | None = [] if keep_examples else None
+    for judged in _judged_lines(result, options):
+        task, verdict = judged[2], judged[5]
+        count = per_task.get(task)
+        if count is None:
+            count = per_task[task] = [0, 0, 0]
+        count[0] += verdict.correct
+        count[1] += 1
+        count[2] += not verdict.parsed
+        malformed += judged[6]
+        if lines is not None:
+            lines.append(ScoredLine(result.model, result.shots, result.path, *judged))
+    return _FileCounts(per_task, malformed, lines)
+
+
+PARALLEL_MIN_BYTES = 8_000_000  # below this, starting worker processes costs more than it saves
+
+
+def _count_files(files: list[ResultFile], options: ScoreOptions, keep_examples: bool) -> list[_FileCounts]:
+    """Tally every file, in worker processes when there are several large files and no lines to keep."""
+    workers = min(len(files), options.workers or os.cpu_count() or 1)
+    size = sum(f.path.stat().st_size for f in files if f.path.is_file())
+    if keep_examples or workers < 2 or size < PARALLEL_MIN_BYTES:
+        return [_count_file(f, options, keep_examples) for f in files]
+    context = multiprocessing.get_context(
+        "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    )
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return list(pool.map(_count_file, files, [options] * len(files), [False] * len(files)))
+
+
 def score_files(
     files: Iterable[ResultFile], options: ScoreOptions = ScoreOptions(), *, keep_examples: bool = False
 ) -> Scoring:
     """Score result files and aggregate per (model, shots, task); same model and k in several files add up."""
+    files = list(files)
     counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed]
     examples: dict[tuple[str, int], list[ScoredLine]] = {}
     malformed = 0
-    for result in files:
-        kept = examples.setdefault((result.model, result.shots), []) if keep_examples else None
-        per_task: dict[str, list[int]] = {}
-        for scored in iter_scored_lines(result, options):
-            count = per_task.get(scored.task)
-            if count is None:
-                count = per_task[scored.task] = [0, 0, 0]
-            verdict = scored.verdict
-            count[0] += verdict.correct
-            count[1] += 1
-            count[2] += not verdict.parsed
-            malformed += scored.malformed
-            if kept is not None:
-                kept.append(scored)
-        for task, (correct, n, unparsed) in per_task.items():
+    for result, tally in zip(files, _count_files(files, options, keep_examples), strict=True):
+        malformed += tally.malformed
+        if tally.lines:
+            examples.setdefault((result.model, result.shots), []).extend(tally.lines)
+        for task, (correct, n, unparsed) in tally.per_task.items():
             total = counts.setdefault((result.model, result.shots, task), [0, 0, 0])
             total[0] += correct
             total[1] += n
@@ -433,7 +486,7 @@ def score_files(
         SummaryRow(model, shots, task, correct / n, n, correct, unparsed)
         for (model, shots, task), (correct, n, unparsed) in sorted(counts.items())
     ]
-    return Scoring(rows, malformed, {key: lines for key, lines in examples.items() if lines}, tuple(files))
+    return Scoring(rows, malformed, examples, tuple(files))
 
 
 def detail_path(summary: Path) -> Path:

@@ -67,6 +67,12 @@ def _add(sub):
         action="store_true",
         help="NOT the original protocol: a response counts only if it is the bare answer",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes for large inputs (default: one per CPU; 1: none). Results do not depend on it",
+    )
     return p
 
 
@@ -78,6 +84,7 @@ def run(args) -> int:
         keys=ResultKeys(response=args.pred_key, gt=args.gt_key, task=args.task_key, id=args.id_key),
         strict=args.strict,
         skip_bad_lines=args.skip_bad_lines,
+        workers=args.workers,
     )
     detail = args.detail or detail_path(args.out)
     scoring = score_folder(

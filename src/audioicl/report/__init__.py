@@ -82,7 +82,8 @@ def embed_examples(examples: list[Example], budget: AudioBudget) -> tuple[Exampl
 
 
 def write_report(options: ReportOptions) -> ReportFiles:
-    from .plots import overview_figure, task_figure  # matplotlib costs ~0.5 s: only the report command pays it
+    # matplotlib costs ~0.5 s of import: only a run that writes a report pays it
+    from .plots import overview_figure, task_figure
 
     grid = load_grid(options.scores)
     options.out.mkdir(parents=True, exist_ok=True)
