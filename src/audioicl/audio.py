@@ -41,22 +41,25 @@ def load(path: str | os.PathLike, sr: int | None = SAMPLE_RATE) -> tuple[np.ndar
     return wave, rate
 
 
-def info_duration(path: str | os.PathLike) -> float:
-    """Duration in seconds from the header, decoding the whole file to catch truncation."""
-    wave, rate = load(path, sr=None)
-    return len(wave) / rate
-
-
 def pcm16_bytes(wave: np.ndarray, sr: int = SAMPLE_RATE) -> bytes:
-    """A complete 16-bit PCM WAV file in memory; samples are clipped to [-1, 1]."""
-    # The canonical 44-byte header, as libsndfile writes it, packed directly (the builder writes ~12k files);
-    # np.rint is np.round's half-to-even rounding, several times faster.
-    clipped = np.clip(np.asarray(wave, dtype=np.float64), -1.0, 1.0)
-    data = np.rint(clipped * 32767.0).astype("<i2").tobytes()
-    header = struct.pack(
-        "<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(data), b"WAVE", b"fmt ", 16, 1, 1, sr, sr * 2, 2, 16, b"data", len(data)
+    """A complete mono 16-bit PCM WAV file in memory; samples are clipped to [-1, 1].
+
+    The canonical 44-byte header (as libsndfile writes it) is packed directly, since the builder writes
+    ~12k files; np.rint is np.round's half-to-even rounding, several times faster.
+    """
+    wave = np.asarray(wave)
+    if wave.ndim != 1:
+        raise ValueError(f"pcm16_bytes writes mono audio; got an array of shape {wave.shape}")
+    data = np.rint(np.clip(wave.astype(np.float64), -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+    fmt = struct.pack("<HHIIHH", 1, 1, sr, sr * 2, 2, 16)  # PCM, mono, rate, byte rate, block align, bits
+    return (
+        b"RIFF"
+        + struct.pack("<I", 36 + len(data))
+        + b"WAVEfmt "
+        + struct.pack("<I", 16)
+        + fmt
+        + (b"data" + struct.pack("<I", len(data)) + data)
     )
-    return header + data
 
 
 def write_wav(path: str | os.PathLike, wave: np.ndarray, sr: int = SAMPLE_RATE) -> None:

@@ -21,7 +21,11 @@ def _add(sub):
     )
     p.add_argument("--scores", type=Path, required=True, help="summary CSV written by 'audioicl score'")
     p.add_argument("--results", type=Path, help="results folder, for example episodes")
-    p.add_argument("--data", type=Path, help="dataset root for the example clips (default: from the run record next to the results)")
+    p.add_argument(
+        "--data",
+        type=Path,
+        help="dataset root for the example clips (default: from the run record next to the results)",
+    )
     p.add_argument("--out", type=Path, required=True, help="folder to write the report into")
     p.add_argument("--examples", type=int, default=3, help="example episodes per task (default 3)")
     p.add_argument(
