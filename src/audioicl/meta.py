@@ -184,11 +184,26 @@ def _parse_lines(path: Path) -> Iterator[MetaLine | AudioICLError]:
             except UnicodeDecodeError as exc:
                 yield AudioICLError(f"not UTF-8 text: {exc.reason}", file=str(path), line=number)
             except json.JSONDecodeError as exc:
+                text = raw.decode("utf-8")
+                where = (
+                    "at the end of the line (cut short?)"
+                    if exc.pos >= len(text.rstrip())
+                    else f"at column {exc.pos + 1}"
+                )
                 yield AudioICLError(
-                    f"malformed JSON: {exc.msg} (column {exc.colno})", file=str(path), line=number
+                    f"malformed JSON: {exc.msg} {where}",
+                    file=str(path),
+                    line=number,
+                    id=id_in_broken_line(text),
                 )
             except AudioICLError as exc:
                 yield exc
+
+
+def id_in_broken_line(text: str, key: str = "id") -> str | None:
+    """Best effort: the id of a line that is not valid JSON, so that its error message can name it."""
+    match = re.search(re.escape(json.dumps(key)) + r'\s*:\s*"([^"\\]{1,200})"', text)
+    return match[1] if match else None
 
 
 def iter_meta(path: str | os.PathLike) -> Iterator[MetaLine]:

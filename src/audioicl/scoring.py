@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import AudioICLError
+from .meta import id_in_broken_line
 from .results import RESULTS_PATTERN
 
 INT_TASKS = frozenset(
@@ -306,18 +307,12 @@ def _read_lines(path: Path) -> list[str]:
     return text.split("\n")
 
 
-def _id_in_text(text: str, key: str) -> str | None:
-    """Best effort: the id of a line that is not valid JSON, for the error message."""
-    match = re.search(re.escape(json.dumps(key)) + r'\s*:\s*"([^"\\]{1,200})"', text)
-    return match[1] if match else None
-
-
 def _line_problem(text: str, response_key: str) -> tuple[dict | None, str]:
     """What is wrong with a result line that failed the fast checks, and the object if there was one."""
     try:
         record, end = _DECODER.raw_decode(text)
     except json.JSONDecodeError as exc:
-        return None, f"not valid JSON ({exc.msg} at column {exc.colno})"
+        return None, f"not valid JSON ({exc.msg}: column {exc.colno})"
     except RecursionError:
         return None, "JSON nested too deeply"
     if end != len(text):
@@ -348,7 +343,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
             record = end = None
         if end != len(text) or type(record) is not dict or response_key not in record:
             record, problem = _line_problem(text, response_key)
-            episode = _id_in_text(text, id_key) if record is None else record.get(id_key)
+            episode = id_in_broken_line(text, id_key) if record is None else record.get(id_key)
             if not options.skip_bad_lines:
                 raise AudioICLError(
                     f"malformed result line: {problem}",
