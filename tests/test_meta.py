@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from reference_data import REFERENCE
 
 from audioicl.audio import SAMPLE_RATE, load, pcm16_bytes, resample, write_wav
 from audioicl.errors import AudioICLError
@@ -24,7 +25,6 @@ from audioicl.meta import (
 )
 from audioicl.records import Clip, Demo, Episode, Query
 
-REFERENCE = Path("/work/shared/reference")
 REFERENCE_FILES = sorted(REFERENCE.glob("meta_k*.jsonl"))
 
 

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reference_data import REFERENCE
 
 from audioicl.audio import write_wav
 from audioicl.meta import write_meta
 from audioicl.records import Clip, Demo, Episode, Query
-
-REFERENCE = Path("/work/shared/reference")
 
 
 def audioicl(*args: str) -> subprocess.CompletedProcess:
