@@ -63,7 +63,7 @@ def test_oracle_through_run_and_score(root, tmp_path):
     """The oracle's answers go through the results files and the scorer: every response parses, and every
     perceivable task is answered right (k >= 2; at k = 1 an operator demo may fit two meanings)."""
     runs, summary = tmp_path / "runs", tmp_path / "summary.csv"
-    cli = [sys.executable, "-m", "audioicl.cli"]
+    cli = [sys.executable, "-m", "audioicl"]
     subprocess.run(
         [*cli, "run", "--data", str(root), "--model", "builtin:oracle", "--out", str(runs)], check=True
     )

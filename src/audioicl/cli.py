@@ -87,10 +87,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"audioicl {args.command}: interrupted", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    # Run the imported module's main: under ``python -m`` this file is ``__main__``, a second copy whose
-    # COMMANDS list the sub-command modules (which register into ``audioicl.cli``) never fill.
-    from audioicl.cli import main as _main
-
-    sys.exit(_main())

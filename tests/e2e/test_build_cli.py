@@ -13,7 +13,7 @@ SMALL = ["--tasks", "AudioCount,MorseCode,AnomalyDetect", "--episodes", "2", "--
 
 def audioicl(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "audioicl.cli", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "audioicl", *args], capture_output=True, text=True, timeout=300
     )
 
 

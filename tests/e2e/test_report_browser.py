@@ -21,7 +21,7 @@ CLIPS = ("data/audiolength/easy/3_0.wav", "data/audiolength/easy/5_0.wav")
 
 def audioicl(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "audioicl.cli", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "audioicl", *args], capture_output=True, text=True, timeout=300
     )
 
 

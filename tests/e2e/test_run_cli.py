@@ -20,7 +20,7 @@ TIMING = ("seconds",)
 
 def cli(*args: object, check_rc: int | None = 0) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, "-m", "audioicl.cli", *map(str, args)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "audioicl", *map(str, args)], capture_output=True, text=True, timeout=120
     )
     if check_rc is not None:
         assert proc.returncode == check_rc, proc.stderr + proc.stdout
@@ -84,7 +84,7 @@ def test_resume_after_sigkill(dataset, tmp_path):
     results = out / "random_results_k1.jsonl"
     args = ["run", "--data", dataset, "--model", "builtin:random", "--out", out, "--batch-size", 1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "audioicl.cli", *map(str, args)],
+        [sys.executable, "-m", "audioicl", *map(str, args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -135,7 +135,7 @@ def test_shards_merge_to_a_single_run(dataset, tmp_path):
     ]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "audioicl.cli", *map(str, job)],
+            [sys.executable, "-m", "audioicl", *map(str, job)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )

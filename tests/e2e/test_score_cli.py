@@ -14,7 +14,7 @@ from reference_data import REFERENCE
 
 def audioicl_score(*args: object) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "audioicl.cli", "score", *map(str, args)],
+        [sys.executable, "-m", "audioicl", "score", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=120,

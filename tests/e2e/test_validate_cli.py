@@ -19,7 +19,7 @@ from audioicl.records import Clip, Demo, Episode, Query
 
 def audioicl(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "audioicl.cli", "validate", *map(str, args)],
+        [sys.executable, "-m", "audioicl", "validate", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=120,

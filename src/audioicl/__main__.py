@@ -1,0 +1,7 @@
+"""``python -m audioicl``: the same as the ``audioicl`` command."""
+
+import sys
+
+from audioicl.cli import main
+
+sys.exit(main())

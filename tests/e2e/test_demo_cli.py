@@ -1,0 +1,50 @@
+"""``audioicl demo`` as a new user runs it: one command from nothing to scores and a report."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_demo_builds_runs_scores_and_reports(tmp_path: Path):
+    out = tmp_path / "demo"
+    args = [
+        sys.executable,
+        "-m",
+        "audioicl",
+        "demo",
+        "--out",
+        str(out),
+        "--episodes",
+        "2",
+        "--k",
+        "1,3",
+        "--workers",
+        "1",
+    ]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert f"report: {out / 'report' / 'report.html'}" in done.stdout
+    assert "mean accuracy over tasks" in done.stdout
+
+    with (out / "scores" / "summary.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["model"] for row in rows} == {"random", "majority", "icl", "oracle"}
+    assert {row["shots"] for row in rows} == {"1", "3"}
+    assert len(rows) == 4 * 2 * 9 and all(row["n"] == "2" for row in rows)
+    oracle = [float(row["accuracy"]) for row in rows if row["model"] == "oracle"]
+    assert sum(oracle) / len(oracle) > 0.8  # perception answers nearly everything on a clean build
+
+    html = (out / "report" / "report.html").read_text(encoding="utf-8")
+    assert html.count("<audio") > 0 and "AudioRemap" in html
+
+    # A second run resumes: nothing is built or answered twice, and the numbers are the same.
+    again = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    with (out / "scores" / "summary.csv").open(newline="") as handle:
+        assert list(csv.DictReader(handle)) == rows
+    for path in (out / "results").glob("*_results_k*.jsonl"):
+        ids = [line.split('"id": "')[1].split('"')[0] for line in path.read_text().splitlines()]
+        assert len(ids) == len(set(ids)) == 18
