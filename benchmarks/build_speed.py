@@ -1,8 +1,12 @@
 """How fast ``audioicl build`` is: a full default build with 1 and 2 workers, median of several runs.
 
 Each run is a fresh ``audioicl build`` subprocess into an empty temporary folder. Printed per worker count:
-wall time, CPU time (user + system of the build and its workers), clips/s, MB/s, and peak memory (the
-largest sum of resident memory over the build's process tree, sampled every 50 ms).
+wall time, CPU time (user + system of the build and its workers) and its system part, clips/s, MB/s, and
+peak memory (the largest sum of resident memory over the build's process tree, sampled every 50 ms).
+
+The builds are deleted at the end, not between runs: on ext4 without a journal, creating a file skips
+every inode of its block group freed in the last seconds (``recently_deleted``), so a build started right
+after deleting the previous one spent a fifth of its CPU time in the kernel allocating inodes.
 
     python benchmarks/build_speed.py                       # 300 episodes, workers 1 and 2, 3 runs each
     python benchmarks/build_speed.py --episodes 60 --repeats 1 --workers 2
@@ -28,6 +32,7 @@ from pathlib import Path
 class Run:
     wall_s: float
     cpu_s: float
+    sys_s: float
     peak_rss_mb: float
     clips: int
     megabytes: float
@@ -48,10 +53,9 @@ def _tree_rss_kb(pid: int) -> int:
     return total
 
 
-def run_once(episodes: int, workers: int, scratch: Path) -> Run:
-    out = scratch / f"build-w{workers}"
-    shutil.rmtree(out, ignore_errors=True)
-    command = [sys.executable, "-m", "audioicl.cli", "build", "--out", str(out), "--quiet"]
+def run_once(episodes: int, workers: int, out: Path) -> Run:
+    shutil.rmtree(out, ignore_errors=True)  # a leftover would be resumed, not built
+    command = [sys.executable, "-m", "audioicl", "build", "--out", str(out), "--quiet"]
     command += ["--episodes", str(episodes), "--workers", str(workers)]
     peak = 0
     started = time.perf_counter()
@@ -73,10 +77,17 @@ def run_once(episodes: int, workers: int, scratch: Path) -> Run:
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise SystemExit(f"build failed with exit code {process.returncode}")
-    totals = json.loads((out / "manifest.json").read_text())["totals"]
-    shutil.rmtree(out, ignore_errors=True)
+    manifest = out / "manifest.json"
+    if not manifest.is_file():
+        raise SystemExit(f"the build wrote no {manifest}")
+    totals = json.loads(manifest.read_text())["totals"]
     return Run(
-        wall, usage.ru_utime + usage.ru_stime, peak / 1024, totals["audio_files"], totals["bytes"] / 1e6
+        wall,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_stime,
+        peak / 1024,
+        totals["audio_files"],
+        totals["bytes"] / 1e6,
     )
 
 
@@ -94,18 +105,25 @@ def main() -> None:
         f"audioicl build, {args.episodes} episodes per task, median of {args.repeats}; cpus={os.cpu_count()}"
     )
     print(
-        f"{'workers':>7} {'wall s':>8} {'cpu s':>8} {'clips':>7} {'clips/s':>8} {'MB':>8} {'MB/s':>7} {'peak MB':>8}"
+        f"{'workers':>7} {'wall s':>8} {'cpu s':>8} {'sys s':>7} {'clips':>7} {'clips/s':>8} {'MB':>8} "
+        f"{'MB/s':>7} {'peak MB':>8}"
     )
+    outs: list[Path] = []
     for workers in [int(w) for w in args.workers.split(",")]:
-        runs = [run_once(args.episodes, workers, scratch) for _ in range(args.repeats)]
+        folders = [scratch / f"w{workers}-{i}" for i in range(args.repeats)]
+        outs += folders
+        runs = [run_once(args.episodes, workers, out) for out in folders]
         wall = statistics.median(r.wall_s for r in runs)
         cpu = statistics.median(r.cpu_s for r in runs)
+        system = statistics.median(r.sys_s for r in runs)
         peak = statistics.median(r.peak_rss_mb for r in runs)
         clips, megabytes = runs[0].clips, runs[0].megabytes
         print(
-            f"{workers:>7} {wall:>8.1f} {cpu:>8.1f} {clips:>7} {clips / wall:>8.0f} {megabytes:>8.0f} "
-            f"{megabytes / wall:>7.1f} {peak:>8.0f}"
+            f"{workers:>7} {wall:>8.1f} {cpu:>8.1f} {system:>7.1f} {clips:>7} {clips / wall:>8.0f} "
+            f"{megabytes:>8.0f} {megabytes / wall:>7.1f} {peak:>8.0f}"
         )
+    for out in outs:
+        shutil.rmtree(out, ignore_errors=True)
     if args.scratch is None:
         shutil.rmtree(scratch, ignore_errors=True)
 

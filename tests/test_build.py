@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from audioicl.audio import load
-from audioicl.build import BuildOptions, build
+from audioicl.build import BuildOptions, _jobs, _work_units, build, normalized
 from audioicl.errors import AudioICLError
 from audioicl.manifest import read_fingerprint
 from audioicl.meta import find_meta_files, read_meta, resolve_audio_path
@@ -80,10 +80,28 @@ def test_card_describes_each_task(built):
     assert "own-pair" in card and "Query labels:" in card and read_fingerprint(built) in card
 
 
-def test_output_is_byte_identical_whatever_the_workers(built, tmp_path):
+@pytest.mark.parametrize("workers", [2, 3])  # 3: AudioCount and AudioRemap are cut into two jobs each
+def test_output_is_byte_identical_whatever_the_workers(built, tmp_path, workers):
     other = tmp_path / "ds"
-    build(other, OPTIONS, workers=2)
+    build(other, OPTIONS, workers=workers)
     assert tree_bytes(other) == tree_bytes(built)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_jobs_hold_every_unit_once_one_family_each_largest_first(workers):
+    options = normalized(BuildOptions(episodes=300))
+    jobs = _jobs(options, workers)
+    units = [unit for job in jobs for unit in job.units]
+    assert sorted(units, key=repr) == sorted(_work_units(options), key=repr)
+    families = {"AudioCount": "count", "AudioCountHard": "count", "MorseCode": "morse"}
+    for job in jobs:
+        assert all(job.start <= u.start < job.stop for u in job.units)
+        assert all(families.get(u.task, job.family) == job.family for u in job.units)
+    assert [job.cost_ms for job in jobs] == sorted((job.cost_ms for job in jobs), reverse=True)
+    if workers <= 2:  # no family is over half of the default build: none is cut
+        assert len(jobs) == len({job.family for job in jobs}) == 6
+    count_jobs = [job for job in jobs if job.family == "count"]
+    assert all({u.task for u in job.units} == {"AudioCount", "AudioCountHard"} for job in count_jobs)
 
 
 def test_refuses_a_foreign_folder_and_other_options(tmp_path, built):

@@ -86,4 +86,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"audioicl {args.command}: interrupted", file=sys.stderr)
         return 130
-

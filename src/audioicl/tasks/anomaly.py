@@ -77,6 +77,6 @@ ANOMALY_DETECT = register(
         _INSTRUCTION,
         multi_clip=True,
         clip_labels={"Normal": ANOMALY_LABELS, "Anomalous": ANOMALY_LABELS, "Query": ANOMALY_LABELS},
-        generator=TaskGenerator(_episode, _RECIPE, _DIFFERENCES),
+        generator=TaskGenerator(_episode, _RECIPE, _DIFFERENCES, cost_ms=20.0),
     )
 )

@@ -85,6 +85,7 @@ class TaskGenerator:
     differences: str
     shared: Callable[[GenContext], tuple[PlannedFile, ...]] = lambda ctx: ()
     batch: int = 1  # consecutive episodes per work unit: episodes that share a costly source go together
+    cost_ms: float = 10.0  # CPU time per episode (measured on the default build): balances the workers
     check: Callable[[BuildOptions], None] = lambda options: None  # raises AudioICLError on impossible options
 
 

@@ -134,7 +134,9 @@ AUDIO_COUNT = register(
         COUNT_LABELS,
         "integer",
         _INSTRUCTION,
-        generator=TaskGenerator(functools.partial(_episode, False), _RECIPE, _DIFFERENCES, check=_check),
+        generator=TaskGenerator(
+            functools.partial(_episode, False), _RECIPE, _DIFFERENCES, check=_check, cost_ms=23.0
+        ),
     )
 )
 AUDIO_COUNT_HARD = register(
@@ -151,6 +153,7 @@ AUDIO_COUNT_HARD = register(
             _HARD_DIFFERENCES,
             check=_check,
             batch=EPISODES_PER_BACKGROUND,
+            cost_ms=23.0,
         ),
     )
 )

@@ -124,7 +124,7 @@ AUDIO_LENGTH = register(
         integer_labels(1, 20),
         "integer",
         _INSTRUCTION,
-        generator=TaskGenerator(functools.partial(_episode, False), _RECIPE, _DIFFERENCES),
+        generator=TaskGenerator(functools.partial(_episode, False), _RECIPE, _DIFFERENCES, cost_ms=6.6),
     )
 )
 AUDIO_LENGTH_HARD = register(
@@ -135,6 +135,6 @@ AUDIO_LENGTH_HARD = register(
         integer_labels(0, 20),
         "integer",
         _INSTRUCTION,
-        generator=TaskGenerator(functools.partial(_episode, True), _HARD_RECIPE, _DIFFERENCES),
+        generator=TaskGenerator(functools.partial(_episode, True), _HARD_RECIPE, _DIFFERENCES, cost_ms=6.6),
     )
 )

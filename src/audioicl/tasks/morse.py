@@ -65,6 +65,6 @@ MORSE_CODE = register(
         LabelSpace("lowercase words", pattern=r"[a-z]+"),
         "word",
         _INSTRUCTION,
-        generator=TaskGenerator(_episode, _RECIPE, _DIFFERENCES, shared=_alphabet, check=_check),
+        generator=TaskGenerator(_episode, _RECIPE, _DIFFERENCES, shared=_alphabet, check=_check, cost_ms=5.0),
     )
 )

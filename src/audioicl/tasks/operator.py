@@ -184,7 +184,9 @@ AUDIO_OPERATOR = register(
         label_set(binary_values(), "a op b results"),
         "integer",
         _INSTRUCTION,
-        generator=TaskGenerator(functools.partial(_episode, False), _RECIPE, _DIFFERENCES, check=_check),
+        generator=TaskGenerator(
+            functools.partial(_episode, False), _RECIPE, _DIFFERENCES, check=_check, cost_ms=10.0
+        ),
     )
 )
 AUDIO_OPERATOR_HARD = register(
@@ -195,6 +197,8 @@ AUDIO_OPERATOR_HARD = register(
         label_set(ternary_values(), "a op b op c results"),
         "integer",
         _INSTRUCTION,
-        generator=TaskGenerator(functools.partial(_episode, True), _HARD_RECIPE, _DIFFERENCES, check=_check),
+        generator=TaskGenerator(
+            functools.partial(_episode, True), _HARD_RECIPE, _DIFFERENCES, check=_check, cost_ms=14.0
+        ),
     )
 )

@@ -141,6 +141,6 @@ AUDIO_REMAP = register(
             "B": LabelSpace("one uppercase letter", pattern=r"[A-Z]"),
             "MIX": LabelSpace("three uppercase letters", pattern=r"[A-Z]{3}"),
         },
-        generator=TaskGenerator(_episode, _RECIPE, _DIFFERENCES),
+        generator=TaskGenerator(_episode, _RECIPE, _DIFFERENCES, cost_ms=20.0),
     )
 )
