@@ -82,3 +82,35 @@ def test_forked_workers_speak_the_same_digits():
     expected = [_digit_in_child(d) for d in range(4)]
     with multiprocessing.get_context("fork").Pool(2) as pool:
         assert pool.map(_digit_in_child, range(4)) == expected
+
+
+_ORDERED_DIGITS = """
+import hashlib, json, random, sys
+from audioicl.synth.speech import VOICES, speak_digit
+order = [(d, i) for d in range(10) for i in range(len(VOICES))]
+random.Random(int(sys.argv[1])).shuffle(order)
+print(json.dumps({f"{d}/{i}": hashlib.sha256(speak_digit(d, VOICES[i]).tobytes()).hexdigest() for d, i in order}))
+"""
+
+
+def test_every_voice_speaks_each_digit_the_same_in_any_order():
+    """Regression: some espeak-ng voices (the Scottish accent, the klatt synthesizer) carried state from one
+    utterance to the next, so a build's digits depended on the order a worker spoke them in."""
+    import json
+    import subprocess
+    import sys
+
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", _ORDERED_DIGITS, str(seed)],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=120,
+            ).stdout
+        )
+        for seed in (1, 2, 3)
+    ]
+    assert len(runs[0]) == 10 * len(VOICES)
+    assert runs[0] == runs[1] == runs[2]

@@ -62,10 +62,10 @@ VOICES: tuple[Voice, ...] = (
     Voice("en-us+f2", 160, 60),
     Voice("en-gb-x-rp+m3", 150, 40),
     Voice("en+f4", 175, 55),
-    Voice("en-gb-scotland+m1", 140, 45),
+    Voice("en-gb-x-gbclan+m4", 140, 45),
     Voice("en-us-nyc+m7", 185, 35),
     Voice("en-029+f5", 155, 70),
-    Voice("en-us+klatt2", 170, 50),
+    Voice("en-gb-x-gbcwmd+f3", 170, 50),
 )
 
 
