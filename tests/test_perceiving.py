@@ -2,8 +2,9 @@
 
 Measured on the default build (seed 0, 20 episodes per task) by ``benchmarks/solver_accuracy.py``: the oracle
 answers every perceivable task right (an AudioOperatorHard demo can fit two operator assignments at k = 1);
-AnomalyDetect is the exception (nearest demo clip on ``clip_features``; about 0.55-0.75), so here it is
-tested by a property (a clip shown as a demo is recognised), not by a figure.
+AnomalyDetect is the exception (the oracle about 0.85-0.95, ``icl`` about 0.7-0.8), so here it is tested by
+properties (a clip shown as a demo is recognised; a clear fault is caught from one normal demo), not by a
+figure.
 """
 
 from __future__ import annotations
@@ -14,14 +15,24 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from audioicl.backends import load_backend
 from audioicl.backends.builtin import SOLVERS
-from audioicl.backends.perceiving import Shown, learn_code_table, read_with_table
+from audioicl.backends.perceiving import (
+    ANOMALOUS,
+    NORMAL,
+    PRIOR_WEIGHT,
+    Shown,
+    deviation_score,
+    learn_code_table,
+    oracle_anomaly,
+    read_with_table,
+)
 from audioicl.build import build
 from audioicl.meta import find_meta_files, read_meta
-from audioicl.prompts import build_chat, load_morse_bank
+from audioicl.prompts import AudioPart, Chat, PromptItem, build_chat, load_morse_bank
 from audioicl.records import Clip, Episode, Query
 from audioicl.scoring import judge
 from audioicl.synth.morse import MORSE_CODE
@@ -121,3 +132,55 @@ def test_anomaly_recognises_a_clip_it_was_shown(root, solver):
                 query = Query((Clip(clip.audio_path, None, "Query"),), clip.label or "", multi=True)
                 probe = Episode(episode.id, episode.task, episode.demos, query, episode.extra)
                 assert solve(build_chat(probe, root)) == clip.label
+
+
+def _machine_episode(machine_type: str, query_anomaly: str | None, k: int = 1) -> Chat:
+    """k (normal, anomalous) pairs of one synthetic machine (demo faults drawn from the type's other kinds) and a
+    query, as the chat the solvers see."""
+    from audioicl.synth.machines import ANOMALY_KINDS, machine_clip, machine_unit
+
+    unit = machine_unit(machine_type, np.random.default_rng(11))
+    others = [kind for kind in ANOMALY_KINDS[machine_type] if kind != query_anomaly]
+
+    def item(kind: str, index: int, role: str, anomaly: str | None, seed: int) -> PromptItem:
+        audio = AudioPart(
+            machine_clip(unit, np.random.default_rng(seed), anomaly), 16_000, f"{role}{seed}.wav"
+        )
+        return PromptItem(kind, index, role, role, audio, None if kind == "query" else role)  # type: ignore[arg-type]
+
+    items = []
+    for i in range(1, k + 1):
+        items.append(item("demo", i, NORMAL, None, i))
+        items.append(item("demo", i, ANOMALOUS, others[i % len(others)], 50 + i))
+    items.append(item("query", 1, "Query", query_anomaly, 99))
+    return Chat("AnomalyDetect", (), tuple(items))
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "anomaly"),
+    [
+        ("bearing", None),
+        ("bearing", "inner_race"),
+        ("valve", None),
+        ("valve", "missing_event"),
+        ("fan", "bearing_squeal"),
+    ],
+)
+def test_oracle_anomaly_catches_a_fault_of_a_kind_no_demo_shows(machine_type, anomaly):
+    """One normal demo is enough to judge a query, even when the demo's fault is of another kind."""
+    chat = _machine_episode(machine_type, anomaly)
+    assert oracle_anomaly(chat, Shown.of(chat)) == (NORMAL if anomaly is None else ANOMALOUS)
+
+
+def test_deviation_score_counts_in_normal_spreads_shrunk_to_the_prior():
+    prior = np.array([1.0, 1.0])
+    one_normal = np.sqrt(
+        PRIOR_WEIGHT / (1 + PRIOR_WEIGHT)
+    )  # the spread of a lone normal clip: the prior, shrunk
+    assert deviation_score(np.array([3.0, 0.0]), np.array([[0.0, 0.0]]), prior) == pytest.approx(
+        3.0 / one_normal
+    )
+    normals = np.array([[-10.0, 0.0], [10.0, 0.0]])  # a wide normal spread in the first measurement
+    assert deviation_score(np.array([3.0, 0.0]), normals, prior) < 1.0
+    both_agree = np.sqrt(PRIOR_WEIGHT / (2 + PRIOR_WEIGHT))
+    assert deviation_score(np.array([0.0, 3.0]), normals, prior) == pytest.approx(3.0 / both_agree)

@@ -218,3 +218,45 @@ def test_clip_features_have_a_fixed_length_and_separate_kinds_of_sound():
     labels = [0, 0, 1, 1]
     for query, truth in ((feats[0], 0), (feats[3], 1)):
         assert labels[int(np.argmin(np.linalg.norm(ref - query, axis=1)))] == truth
+
+
+def _machine_takes(machine_type: str, anomaly: str | None, count: int) -> list[np.ndarray]:
+    from audioicl.synth.machines import machine_clip, machine_unit
+
+    unit = machine_unit(machine_type, np.random.default_rng(3))
+    seed = 0 if anomaly is None else 100
+    return [
+        P.anomaly_features(machine_clip(unit, np.random.default_rng(seed + i), anomaly), SR)
+        for i in range(count)
+    ]
+
+
+def test_anomaly_features_have_a_fixed_length_and_are_level_free():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(3 * SR).astype(np.float32) * 0.1
+    feats = P.anomaly_features(x, SR)
+    assert feats.shape == P.anomaly_features(x[: 2 * SR], SR).shape == (P.ANOMALY_FEATURE_SIZE,)
+    assert np.isfinite(feats).all()
+    assert np.allclose(P.anomaly_features(4 * x, SR), feats)
+    assert P.ANOMALY_NORMAL_SPREAD.shape == (P.ANOMALY_FEATURE_SIZE,) and (P.ANOMALY_NORMAL_SPREAD > 0).all()
+    assert not P.anomaly_features(np.zeros(SR, dtype=np.float32), SR).any()
+    assert not P.anomaly_features(x[:100], SR).any()
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "anomaly"),
+    [
+        ("bearing", "outer_race"),
+        ("fan", "imbalance"),
+        ("valve", "missing_event"),
+        ("ToyTrain", "flange_squeal"),
+    ],
+)
+def test_anomaly_features_move_far_more_for_a_fault_than_between_normal_takes(machine_type, anomaly):
+    """In units of the prior normal spread, a fault moves some measurement well past what another normal take
+    of the same machine moves any (this ToyTrain unit's normal takes differ by 8 spreads in one)."""
+    normal = _machine_takes(machine_type, None, 3)
+    faulty = _machine_takes(machine_type, anomaly, 1)[0]
+    spread = P.ANOMALY_NORMAL_SPREAD
+    between_normals = max(np.max(np.abs(normal[0] - other) / spread) for other in normal[1:])
+    assert np.max(np.abs(faulty - normal[0]) / spread) > max(1.5 * between_normals, 8.0)

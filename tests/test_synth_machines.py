@@ -101,3 +101,18 @@ def test_anomalies_are_audible_in_principle():
         normal = [score(_clip(unit, None, "query", i)) for i in range(8)]
         anomalous = [score(_clip(unit, kinds[i % len(kinds)], "query", i)) for i in range(8)]
         assert _auc(normal, anomalous) > 0.7, (machine_type, normal, anomalous)
+
+
+def test_impacts_outside_the_clip_are_dropped_not_piled_onto_its_edges():
+    """Regression: events before 0 s or after the end used to land on the first or last sample as clicks."""
+    import numpy as np
+
+    from audioicl.synth.machines import _Canvas
+
+    canvas = _Canvas(16_000, 16_000, np.random.default_rng(0), 4000.0)
+    response = np.ones(canvas.freqs.size, dtype=np.complex64)
+    canvas.impacts(np.array([-0.2, -0.01, 1.0, 3.0]), np.ones(4), response, 0.0)
+    assert not canvas.spectrum.any()
+    canvas.impacts(np.array([-0.2, 0.5]), np.ones(2), response, 0.0)
+    train = np.fft.irfft(canvas.spectrum, n=canvas.n)
+    assert np.argmax(np.abs(train)) == 8_000

@@ -325,9 +325,12 @@ class _Canvas:
             self._add_spectrum(_rfft(white) * gain, level_db)
 
     def impacts(self, times: np.ndarray, amps: np.ndarray, response: np.ndarray, level_db: float) -> None:
-        """Impulses at ``times`` (s) with ``amps`` ringing the complex frequency ``response``."""
-        idx = np.clip(np.round(np.asarray(times) * self.sr).astype(np.int64), 0, self.n - 1)
-        train = np.bincount(idx, weights=np.asarray(amps, dtype=np.float64), minlength=self.n)
+        """Impulses at ``times`` (s) with ``amps`` ringing the complex frequency ``response``; events outside
+        the clip are dropped (piling them onto its first or last sample made loud clicks at the edges)."""
+        idx = np.round(np.asarray(times) * self.sr).astype(np.int64)
+        inside = (idx >= 0) & (idx < self.n)
+        weights = np.broadcast_to(np.asarray(amps, dtype=np.float64), idx.shape)[inside]
+        train = np.bincount(idx[inside], weights=weights, minlength=self.n)
         self._add_spectrum(_rfft(train.astype(np.float32)) * response, level_db)
 
     def _add_spectrum(self, spectrum: np.ndarray, level_db: float) -> None:
