@@ -357,3 +357,17 @@ def test_merge_refuses_gaps_and_duplicates(tiny_dataset, tmp_path):
             merge_shards(shards, tmp_path / "m5")
     finally:
         held.release()
+
+
+def test_a_meta_file_with_an_id_twice_is_refused_with_both_lines(fresh_dataset, tmp_path):
+    meta = fresh_dataset / "meta" / "meta_k1.jsonl"
+    first = meta.read_text(encoding="utf-8").splitlines()[0]
+    meta.write_text(meta.read_text(encoding="utf-8") + first + "\n", encoding="utf-8")
+    count = len(meta.read_text(encoding="utf-8").splitlines())
+    options = RunOptions(data=fresh_dataset, model="builtin:random", out=tmp_path / "out", shots=(1,))
+    with pytest.raises(
+        AudioICLError, match=r"id appears twice \(first on line 1\); results are keyed by id"
+    ) as info:
+        run(options, quiet)
+    assert info.value.file == str(meta) and info.value.line == count
+    assert info.value.id == json.loads(first)["id"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class AudioICLError(Exception):
     """A user-actionable error, located by file, line and episode id where known.
@@ -36,3 +38,17 @@ class AudioICLError(Exception):
     def __str__(self) -> str:
         where = self.location()
         return f"{where}: {self.message}" if where else self.message
+
+
+def refuse_duplicate_ids(ids_and_lines: Iterable[tuple[str, int]], file: str, why: str = "") -> None:
+    """Raise on the second line that holds an id already seen (results and episodes are keyed by id)."""
+    first_line: dict[str, int] = {}
+    for episode_id, line in ids_and_lines:
+        if episode_id in first_line:
+            raise AudioICLError(
+                f"id appears twice (first on line {first_line[episode_id]}){why}",
+                file=file,
+                line=line,
+                id=episode_id,
+            )
+        first_line[episode_id] = line

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import AudioICLError
+from .errors import AudioICLError, refuse_duplicate_ids
 from .meta import find_meta_files, iter_meta
 from .records import Result
 
@@ -282,16 +282,7 @@ class ResultsLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         repaired = repair_tail(path)
         existing = list(iter_results(path)) if path.exists() else []
-        seen: dict[str, int] = {}
-        for line in existing:
-            if line.id in seen:
-                raise AudioICLError(
-                    f"id appears twice (first on line {seen[line.id]})",
-                    file=str(path),
-                    line=line.line,
-                    id=line.id,
-                )
-            seen[line.id] = line.line
+        refuse_duplicate_ids(((line.id, line.line) for line in existing), str(path))
         return cls(path, existing, repaired)
 
     def done_ids(self) -> set[str]:

@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from . import __version__
 from .backends import Backend, load_backend, parse_model_spec
-from .errors import AudioICLError
+from .errors import AudioICLError, refuse_duplicate_ids
 from .meta import find_meta_files, iter_meta
 from .prompts import (
     AudioPart,
@@ -171,20 +171,9 @@ class RunSummary:
 
 
 def _read_episodes(path: Path) -> list[Episode]:
-    episodes: list[Episode] = []
-    first_line: dict[str, int] = {}
-    for entry in iter_meta(path):
-        ep = entry.episode
-        if ep.id in first_line:
-            raise AudioICLError(
-                f"id appears twice (first on line {first_line[ep.id]}); results are keyed by id",
-                file=str(path),
-                line=entry.line,
-                id=ep.id,
-            )
-        first_line[ep.id] = entry.line
-        episodes.append(ep)
-    return episodes
+    entries = list(iter_meta(path))
+    refuse_duplicate_ids(((e.episode.id, e.line) for e in entries), str(path), "; results are keyed by id")
+    return [entry.episode for entry in entries]
 
 
 def select_episodes(
