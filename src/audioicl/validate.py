@@ -104,10 +104,13 @@ class TaskStats:
         if not self.query_labels:
             return "no labels"
         label, count = min(self.query_labels.items(), key=lambda item: (-item[1], item[0]))
+        distinct = len(self.query_labels)
+        if distinct == 1:
+            return f"1 label ({label})"
         if count == 1:
-            return f"{len(self.query_labels)} labels, all distinct"
+            return f"{distinct} labels, all distinct"
         total = sum(self.query_labels.values())
-        return f"{len(self.query_labels)} labels, most common {label} ({100 * count / total:.0f}%)"
+        return f"{distinct} labels, most common {label} ({100 * count / total:.0f}%)"
 
 
 @dataclass(frozen=True)
