@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import AudioICLError
-from .dsp import rms
+from .dsp import db_to_gain, rms
 
 MACHINE_TYPES = ("ToyCar", "ToyTrain", "bearing", "fan", "gearbox", "slider", "valve")
 
@@ -130,7 +130,7 @@ def machine_clip(
     canvas = _Canvas(n, sr, rng, take.mic_cutoff_hz)
     _RENDERERS[unit.machine_type](unit, take, anomaly, canvas)
     mixed = canvas.render(unit, take.snr_db)
-    out = mixed * np.float32(_db(take.level_db) / rms(mixed))
+    out = mixed * np.float32(db_to_gain(take.level_db) / rms(mixed))
     peak = float(np.max(np.abs(out)))
     if peak > _PEAK_LIMIT:  # rare: a very impulsive clip at the top of the level range
         out *= np.float32(_PEAK_LIMIT / peak)
@@ -150,10 +150,6 @@ def _grid(n: int, sr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     for array in arrays:
         array.setflags(write=False)
     return arrays
-
-
-def _db(level_db: float) -> float:
-    return float(10.0 ** (level_db / 20.0))
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -268,8 +264,8 @@ class _Canvas:
         if cycles is None:
             cycles, scale = self.warped, fundamental_hz
         frac = self._fraction(cycles, scale, self._frac)
-        amps = np.array([_db(v) for v in levels_db.values()])
-        amps *= _db(level_db) / np.sqrt(np.sum(amps**2) / 2.0)
+        amps = np.array([db_to_gain(v) for v in levels_db.values()])
+        amps *= db_to_gain(level_db) / np.sqrt(np.sum(amps**2) / 2.0)
         part = self.tonal
         if envelope is not None:
             part = self._part
@@ -319,7 +315,7 @@ class _Canvas:
         if envelope is None:
             power = gain * gain
             # complex bins with unit-variance real and imaginary parts: expected |X|^2 is 2 |gain|^2
-            self.noise_power += power * np.float32(_db(2 * level_db) / self._mean_square(2 * power))
+            self.noise_power += power * np.float32(db_to_gain(2 * level_db) / self._mean_square(2 * power))
         else:
             white = self.rng.standard_normal(self.n, dtype=np.float32) * envelope.astype(np.float32)
             self._add_spectrum(_rfft(white) * gain, level_db)
@@ -336,7 +332,7 @@ class _Canvas:
     def _add_spectrum(self, spectrum: np.ndarray, level_db: float) -> None:
         mean_square = self._mean_square(spectrum.real**2 + spectrum.imag**2)
         if mean_square > 0.0:
-            self.spectrum += spectrum * np.float32(_db(level_db) / np.sqrt(mean_square))
+            self.spectrum += spectrum * np.float32(db_to_gain(level_db) / np.sqrt(mean_square))
 
     # -- the clip ----------------------------------------------------------------------------------------------
     def render(self, unit: MachineUnit, snr_db: float) -> np.ndarray:
@@ -355,7 +351,7 @@ class _Canvas:
         tilt_db = unit.background_tilt_db + 0.5 * int(self.rng.integers(-2, 3))
         background = self.band(30.0, 7000.0, tilt_db) ** 2
         background *= np.float32(machine_ms / 10 ** (snr_db / 10) / self._mean_square(2 * background))
-        hum = self._hum(unit.hum_hz, np.sqrt(machine_ms) * _db(-snr_db - 20.0))
+        hum = self._hum(unit.hum_hz, np.sqrt(machine_ms) * db_to_gain(-snr_db - 20.0))
         if self.modulation is None:  # one inverse FFT for everything
             spectrum += self._gaussian_bins() * np.sqrt(noise_power + background)
             return np.fft.irfft(spectrum, n=self.n) + self.tonal + hum
@@ -375,7 +371,7 @@ class _Canvas:
         hum = np.zeros(self.n, dtype=np.float32)
         for k in (1, 2, 3):
             phase = np.float32(self.rng.uniform(0, 7))
-            hum += np.float32(amplitude * _db(-6.0 * (k - 1))) * np.sin(
+            hum += np.float32(amplitude * db_to_gain(-6.0 * (k - 1))) * np.sin(
                 _TWO_PI * np.float32(k * mains_hz) * self.t32 + phase
             )
         return hum
@@ -597,7 +593,7 @@ def _valve(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) -> N
         bounces = closes + c.rng.uniform(0.015, 0.04, closes.size)
     gate = _open_gate(c.t, opens, closes)
     c.harmonics(unit.rotation_hz * take.speed, _rotation_levels(unit, 6, take.load_db), unit.tone_to_noise_db)
-    leak = _db(-10.0 + 6 * s) if anomaly == "leak" else 0.0
+    leak = db_to_gain(-10.0 + 6 * s) if anomaly == "leak" else 0.0
     c.noise(c.band(*unit.noise_band_hz, unit.noise_tilt_db), 0.0, envelope=np.maximum(gate, leak))
     if anomaly == "contamination":
         c.squeal(c.rng.uniform(2000.0, 4000.0), -6.0 + 6 * s, envelope=gate)
