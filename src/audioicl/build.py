@@ -417,7 +417,11 @@ def build(
     SoundSources.create(options.seed, options.sources)  # a bad corpus folder fails here, before any output
     root = Path(out).resolve()
     prepare_output(root, options)
-    results = _render_units(root, options, _jobs(options, workers), workers, progress)
+    # Workers finish in any order; everything below (file order, float sums in the manifest and card) must not.
+    results = sorted(
+        _render_units(root, options, _jobs(options, workers), workers, progress),
+        key=lambda r: (TASKS.get(r.unit.task).order, r.unit.start, r.unit.stop),
+    )
 
     files = _collect_files(results)
     episodes = sorted((e for r in results for e in r.episodes), key=lambda e: e.id)
