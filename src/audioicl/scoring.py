@@ -293,7 +293,7 @@ class ScoredLine:
     malformed: bool = False
 
 
-def _read_lines(path: Path) -> list[str]:
+def read_result_lines(path: Path) -> list[str]:
     """The file's lines as the original's text-mode reading sees them (``\\n``, ``\\r\\n`` and ``\\r`` end
     a line; ``str.splitlines`` would also split on characters JSON strings may hold, such as U+2028)."""
     data = path.read_bytes()
@@ -333,7 +333,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
     # scan_once is what JSONDecoder.raw_decode calls; it raises StopIteration where nothing parses.
     scan = _DECODER.scan_once
     path = result.path
-    for number, raw in enumerate(_read_lines(path), 1):
+    for number, raw in enumerate(read_result_lines(path), 1):
         text = raw.strip()
         if not text:
             continue

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import AudioICLError
 from ..results import LEGACY_RUN_FILE, run_record_name
-from ..scoring import ScoredLine, Verdict, _read_lines, find_result_files, iter_scored_lines
+from ..scoring import ScoredLine, Verdict, find_result_files, iter_scored_lines, read_result_lines
 from .accuracy import order_tasks
 
 RUN_DATA_KEY = "data"  # the data root, as the runner writes <model>_run.json
@@ -80,7 +80,7 @@ class RecordReader:
 
     def record(self, scored: ScoredLine) -> dict[str, Any]:
         if scored.file not in self._lines:
-            self._lines[scored.file] = _read_lines(scored.file)
+            self._lines[scored.file] = read_result_lines(scored.file)
         return json.loads(self._lines[scored.file][scored.line - 1])
 
 
