@@ -11,6 +11,7 @@ import soundfile as sf
 import soxr
 
 from .errors import AudioICLError
+from .files import write_atomic
 
 SAMPLE_RATE = 16_000
 
@@ -71,6 +72,4 @@ def write_wav(path: str | os.PathLike, wave: np.ndarray, sr: int = SAMPLE_RATE) 
     """Write 16-bit PCM WAV atomically (temporary file, then rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(pcm16_bytes(wave, sr))
-    os.replace(tmp, path)
+    write_atomic(path, pcm16_bytes(wave, sr))

@@ -32,7 +32,8 @@ from . import __version__
 from .audio import SAMPLE_RATE, pcm16_bytes
 from .card import TaskStats, render_card
 from .errors import AudioICLError
-from .manifest import FileEntry, file_entry, fingerprint, write_manifest, write_text_atomic
+from .files import TMP_SUFFIX, write_atomic
+from .manifest import FileEntry, file_entry, fingerprint, write_manifest
 from .meta import write_meta
 from .records import Episode
 from .sources import SoundSources
@@ -45,7 +46,6 @@ STATE_NAME = "build.json"
 CARD_NAME = "README.md"
 META_DIR = "meta"
 WAV_HEADER_BYTES = 44
-TMP_SUFFIX = ".tmp"
 PROGRESS_SECONDS = 0.25  # how often a parallel build's progress bar is brought up to date
 # glibc mallopt parameters and the values a rendering process uses (see _keep_freed_memory)
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
@@ -155,9 +155,7 @@ class _Worker:
         if full.parent not in self.folders:
             full.parent.mkdir(parents=True, exist_ok=True)
             self.folders.add(full.parent)
-        tmp = full.with_name(f".{full.name}.{os.getpid()}{TMP_SUFFIX}")  # unique per process: workers race
-        tmp.write_bytes(data)
-        os.replace(tmp, full)
+        write_atomic(full, data)
 
 
 def _keep_freed_memory() -> None:
@@ -285,7 +283,7 @@ def prepare_output(root: Path, options: BuildOptions) -> bool:
             stray.unlink()
         return True
     root.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
+    write_atomic(state_path, json.dumps(state, indent=1, ensure_ascii=False) + "\n")
     return False
 
 
@@ -442,7 +440,7 @@ def build(
         "bytes": sum(e.bytes for e in entries),
     }
     digest = fingerprint(entries)
-    write_text_atomic(root / CARD_NAME, render_card(options, stats, digest))
+    write_atomic(root / CARD_NAME, render_card(options, stats, digest))
     write_manifest(root, options.to_json(), entries, totals)
     return BuildSummary(
         root=root,

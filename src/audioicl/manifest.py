@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import AudioICLError
+from .files import write_atomic
 
 MANIFEST_NAME = "manifest.json"
 
@@ -51,7 +52,7 @@ def write_manifest(root: Path, options: dict, entries: Iterable[FileEntry], tota
         "totals": totals,
         "files": [{"path": e.path, "sha256": e.sha256, "bytes": e.bytes} for e in entries],
     }
-    write_text_atomic(root / MANIFEST_NAME, json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+    write_atomic(root / MANIFEST_NAME, json.dumps(document, indent=1, ensure_ascii=False) + "\n")
     return digest
 
 
@@ -67,9 +68,3 @@ def read_fingerprint(root: str | os.PathLike) -> str | None:
             f"manifest is not a JSON object with a fingerprint: {exc}", file=str(path)
         ) from exc
     return value if isinstance(value, str) else None
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8", newline="\n")
-    os.replace(tmp, path)

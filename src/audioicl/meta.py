@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AudioICLError
+from .files import write_atomic
 from .records import Clip, Demo, Episode, Query
 
 K_PATTERN = re.compile(r"_k(\d+)\.jsonl$")
@@ -231,13 +232,7 @@ def write_meta(path: str | os.PathLike, episodes: Iterable[Episode]) -> None:
     """Write a meta file atomically (temporary file, fsync, rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="\n") as handle:
-        for ep in episodes:
-            handle.write(dumps_episode(ep) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, "".join(dumps_episode(ep) + "\n" for ep in episodes), durable=True)
 
 
 def find_meta_files(root: str | os.PathLike) -> dict[int, Path]:

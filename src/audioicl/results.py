@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AudioICLError, refuse_duplicate_ids
+from .files import write_atomic
 from .meta import find_meta_files, iter_meta
 from .records import Result
 
@@ -43,17 +44,6 @@ def results_name(model: str, k: int) -> str:
 def run_record_name(model: str) -> str:
     """The run record next to ``<model>_results_k<k>.jsonl``."""
     return f"{model}{RUN_SUFFIX}"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file, fsync it, and rename it over ``path``: readers see the old
-    file or the new one, never a part."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
 
 
 # --------------------------------------------------------------------------- run records
@@ -313,7 +303,7 @@ def drop_error_lines(path: Path, ids: set[str]) -> int:
         return 0
     with path.open(encoding="utf-8", newline="") as handle:  # the line numbering of iter_results
         kept = [text for number, text in enumerate(handle, start=1) if number not in drop]
-    write_atomic(path, "".join(kept))
+    write_atomic(path, "".join(kept), durable=True)
     return len(drop)
 
 
@@ -451,9 +441,11 @@ def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> li
     written = []
     for name, lines in merged.items():
         path = out / name
-        write_atomic(path, "".join(json.dumps(line.data, ensure_ascii=False) + "\n" for line in lines))
+        write_atomic(
+            path, "".join(json.dumps(line.data, ensure_ascii=False) + "\n" for line in lines), durable=True
+        )
         sources = sum(1 for files in per_folder.values() if name in files)
         written.append(MergedFile(path, len(lines), sources))
     for model, records in sorted(by_model.items()):
-        write_atomic(out / run_record_name(model), dumps_record(_merged_record(records)))
+        write_atomic(out / run_record_name(model), dumps_record(_merged_record(records)), durable=True)
     return written

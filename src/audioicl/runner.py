@@ -35,6 +35,7 @@ from tqdm import tqdm
 from . import __version__
 from .backends import Backend, load_backend, parse_model_spec
 from .errors import AudioICLError, refuse_duplicate_ids
+from .files import write_atomic
 from .meta import find_meta_files, iter_meta
 from .prompts import (
     AudioPart,
@@ -62,7 +63,6 @@ from .results import (
     record_conflicts,
     results_name,
     run_record_name,
-    write_atomic,
 )
 from .seeding import derive_seed
 from .tasks import TASKS
@@ -305,7 +305,7 @@ def _update_run_record(folder: Path, record: Record) -> None:
     lock.acquire(wait_s=RECORD_LOCK_WAIT_S)
     try:
         merged = _merge_record(model_run_record(folder, record["model_name"]), record)
-        write_atomic(path, dumps_record(merged))
+        write_atomic(path, dumps_record(merged), durable=True)
     finally:
         lock.release()
 

@@ -7,11 +7,11 @@ their audio). Outputs in ``out``: ``accuracy_<task>.png`` per task, ``overview.p
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import write_atomic
 from .accuracy import AccuracyGrid, chance_level, load_grid
 from .examples import Example, read_scored, select_examples
 from .html import ExampleView, Page, TaskSection, render_page
@@ -42,16 +42,6 @@ class ReportFiles:
 
 def plot_name(task: str) -> str:
     return "accuracy_" + (re.sub(r"[^A-Za-z0-9_-]", "_", task) or "unnamed") + ".png"
-
-
-def _write(path: Path, data: bytes | str) -> None:
-    """Write atomically, so a reader never sees half a report."""
-    tmp = path.with_name(path.name + ".tmp")
-    if isinstance(data, str):
-        tmp.write_text(data, encoding="utf-8")
-    else:
-        tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def markdown_report(grid: AccuracyGrid, scores: Path, plots: dict[str, Path], overview: Path) -> str:
@@ -93,12 +83,12 @@ def write_report(options: ReportOptions) -> ReportFiles:
     for task in grid.tasks:
         pngs[task] = task_figure(grid, task)
         plots[task] = options.out / plot_name(task)
-        _write(plots[task], pngs[task])
+        write_atomic(plots[task], pngs[task])
     overview_png = overview_figure(grid)
     overview = options.out / "overview.png"
-    _write(overview, overview_png)
+    write_atomic(overview, overview_png)
     markdown = options.out / "report.md"
-    _write(markdown, markdown_report(grid, options.scores, plots, overview))
+    write_atomic(markdown, markdown_report(grid, options.scores, plots, overview))
 
     examples: dict[str, list[Example]] = {}
     with_examples = options.results is not None and options.examples > 0
@@ -125,5 +115,5 @@ def write_report(options: ReportOptions) -> ReportFiles:
         str(options.scores), grid.models, overview_png, html_table(accuracy_table(grid)), sections, note
     )
     html_path = options.out / "report.html"
-    _write(html_path, render_page(page, with_examples))
+    write_atomic(html_path, render_page(page, with_examples))
     return ReportFiles(markdown, html_path, overview, plots, sum(b.used for b in budgets.values()))
