@@ -109,7 +109,7 @@ QWEN3_OMNI_TEMPLATE = (
     "        {{- tool | tojson }}\n"
     "    {%- endfor %}\n"
     '    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments '
-    "within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": "
+    'within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": '
     '<args-json-object>}\\n</tool_call><|im_end|>\\n" }}\n'
     "{%- else %}\n"
     "    {%- if messages[0].role == 'system' %}\n"
@@ -173,9 +173,9 @@ QWEN3_OMNI_TEMPLATE = (
     "                {%- if tool_call.function %}\n"
     "                    {%- set tool_call = tool_call.function %}\n"
     "                {%- endif %}\n"
-    "                {{- '<tool_call>\\n{\"name\": \"' }}\n"
+    '                {{- \'<tool_call>\\n{"name": "\' }}\n'
     "                {{- tool_call.name }}\n"
-    "                {{- '\", \"arguments\": ' }}\n"
+    '                {{- \'", "arguments": \' }}\n'
     "                {%- if tool_call.arguments is string %}\n"
     "                    {{- tool_call.arguments }}\n"
     "                {%- else %}\n"
@@ -431,7 +431,11 @@ def _tiny_configs(spec: Family, ids: dict[str, int], vocab: int, user_id: int) -
                 "max_position_embeddings": 32768,
                 "rms_norm_eps": 1e-6,
                 # head_dim 16: the three M-RoPE sections (time, height, width) must add up to head_dim / 2.
-                "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [2, 3, 3]},
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "rope_theta": 1000000.0,
+                    "mrope_section": [2, 3, 3],
+                },
                 "tie_word_embeddings": False,
             },
         }
@@ -713,7 +717,11 @@ def _full_configs(spec: Family, num_layers: int | None) -> dict[str, Any]:
                 "num_key_value_heads": 4,
                 "max_position_embeddings": 32768,
                 "rms_norm_eps": 1e-6,
-                "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]},
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "rope_theta": 1000000.0,
+                    "mrope_section": [16, 24, 24],
+                },
                 "tie_word_embeddings": False,
             },
         }
@@ -848,7 +856,9 @@ def _tokenizer(spec: Family, real_ids: bool):
 
     tokens, merges = _bpe()
     vocab = {token: i for i, token in enumerate(tokens)}
-    specials = spec.special_tokens if real_ids else {t: len(tokens) + i for i, t in enumerate(spec.special_tokens)}
+    specials = (
+        spec.special_tokens if real_ids else {t: len(tokens) + i for i, t in enumerate(spec.special_tokens)}
+    )
     vocab.update(specials)
     kwargs: dict[str, Any] = {}
     if spec.named_tokens:
@@ -865,7 +875,9 @@ def _tokenizer(spec: Family, real_ids: bool):
         **kwargs,
     )
     # Every family token is special (never split, skipped when decoding), as in the real tokenizer_config.json.
-    tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in specials], special_tokens=True)
+    tokenizer.add_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in specials], special_tokens=True
+    )
     missing = {t: i for t, i in specials.items() if tokenizer.convert_tokens_to_ids(t) != i}
     if missing:
         raise RuntimeError(f"special tokens did not get their ids: {missing}")
@@ -873,7 +885,6 @@ def _tokenizer(spec: Family, real_ids: bool):
 
 
 _CHATML = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-
 
 
 # --------------------------------------------------------------------------- processor
@@ -919,13 +930,28 @@ def _model_class(name: str):
     return getattr(transformers, name)
 
 
-def _seeded_model(cls, config, seed: int):
-    """``cls(config)`` with weights drawn from torch's generator seeded with ``seed``; the global state is kept."""
+def _seeded_model(cls, config, seed: int, dtype: Any = None, device: Any = None):
+    """``cls(config)`` with weights drawn from torch's generator seeded with ``seed``; the global state is kept.
+
+    Parameters that transformers' own initialisation leaves as allocated memory (transformers 5.24 does so for
+    the Qwen3-Omni talker's experts) would make the weights differ from run to run: they are allocated as NaN
+    (torch's deterministic mode) and then drawn from N(0, 0.02) like the rest.
+    """
     import torch
 
-    with torch.random.fork_rng(devices=[]):
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    with torch.random.fork_rng(devices=[]), torch.device(device or "cpu"):
         torch.manual_seed(seed)
-        model = cls._from_config(config, dtype=torch.float32)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            model = cls._from_config(config, dtype=dtype or torch.float32)
+        finally:
+            torch.use_deterministic_algorithms(deterministic)
+        if device != "meta":
+            with torch.no_grad():
+                for tensor in (*model.parameters(), *model.buffers()):
+                    if tensor.is_floating_point() and bool(tensor.isnan().any()):
+                        tensor.normal_(0.0, 0.02)
     return model.eval()
 
 
@@ -934,7 +960,9 @@ def _user_token_id(tokenizer) -> int:
     return user
 
 
-def tiny_checkpoint(family_name: str, out_dir: str | Path, seed: int = 0, *, thinker_only: bool = False) -> Path:
+def tiny_checkpoint(
+    family_name: str, out_dir: str | Path, seed: int = 0, *, thinker_only: bool = False
+) -> Path:
     """Write a tiny random-weight checkpoint of ``family_name`` to ``out_dir`` and return the folder.
 
     Loads with ``AutoProcessor.from_pretrained(out_dir)`` and ``<Family.model_class>.from_pretrained(out_dir)``.
@@ -949,9 +977,14 @@ def tiny_checkpoint(family_name: str, out_dir: str | Path, seed: int = 0, *, thi
     tokenizer = processor.tokenizer
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in spec.special_tokens}
     thinker = _tiny_configs(spec, ids, vocab=len(tokenizer), user_id=_user_token_id(tokenizer))
-    full = spec.full_class is not None and not thinker_only
-    cls = _model_class(spec.full_class if full else spec.model_class)
-    model = _seeded_model(cls, _config(_tiny_full_omni(spec, thinker, ids) if full else thinker), seed)
+    model = _seeded_model(_model_class(spec.model_class), _config(thinker), seed)
+    if spec.full_class is not None and not thinker_only:
+        # The same thinker weights in both layouts: a test of one layout holds for the other.
+        full = _seeded_model(
+            _model_class(spec.full_class), _config(_tiny_full_omni(spec, thinker, ids)), seed
+        )
+        full.thinker.load_state_dict(model.state_dict())
+        model = full
     model.generation_config = _generation_config(ids)
     model.save_pretrained(out)
     processor.save_pretrained(out)
@@ -996,9 +1029,6 @@ def full_size_model(
 
     spec = family(family_name)
     config = full_size_config(family_name, num_layers=num_layers)
-    dtype = torch.bfloat16 if dtype is None else dtype
-    with torch.random.fork_rng(devices=[]), torch.device(device):
-        torch.manual_seed(seed)
-        model = _model_class(spec.model_class)._from_config(config, dtype=dtype)
+    model = _seeded_model(_model_class(spec.model_class), config, seed, dtype or torch.bfloat16, device)
     model.generation_config = _generation_config(spec.special_tokens)
-    return model.eval(), _processor(spec, real_ids=True)
+    return model, _processor(spec, real_ids=True)
