@@ -79,15 +79,28 @@ def test_audio_tokens_matches_the_processor(tiny_checkpoints, name):
     spec = family(name)
     processor = transformers.AutoProcessor.from_pretrained(tiny_checkpoints[name])
     audio_id = processor.tokenizer.convert_tokens_to_ids(spec.audio_token)
-    lengths = [SR // 3, SR, int(2.37 * SR)] + ([31 * SR] if name == "qwen2-audio" else [])
-    for samples in lengths:
-        inputs = processor(text=[spec.audio_placeholder], audio=[noise(samples / SR)], return_tensors="pt")
-        assert int((inputs["input_ids"] == audio_id).sum()) == checkpoints.audio_tokens(name, samples), (
-            samples
-        )
-    # Qwen2-Audio sees at most 30 s: a longer clip costs what 30 s cost (the processor cuts it silently).
+
+    def count(*clips: int) -> list[int]:
+        text = [spec.audio_placeholder] * len(clips)
+        audio = [np.zeros(n, np.float32) for n in clips]
+        ids = processor(text=text, audio=audio, sampling_rate=SR, return_tensors="pt", padding=True)[
+            "input_ids"
+        ]
+        return [int((row == audio_id).sum()) for row in ids]
+
+    for samples in (SR // 3, 160 * 34 + 1, SR, 160 * 100 + 1, int(2.37 * SR)):
+        assert count(samples) == [checkpoints.audio_tokens(name, samples)], samples
+    # Next to a longer clip, a clip keeps its last started frame (Qwen3-Omni: one token more at 16001 samples).
+    short, long_ = 160 * 100 + 1, 2 * SR
+    assert count(short, long_) == [
+        checkpoints.audio_tokens(name, short, long_),
+        checkpoints.audio_tokens(name, long_),
+    ]
+    if name == "qwen3-omni":
+        assert checkpoints.audio_tokens(name, short, long_) == checkpoints.audio_tokens(name, short) + 1
+    # Qwen2-Audio sees at most 30 s: a longer clip costs what 30 s cost (its processor cuts it silently).
     if name == "qwen2-audio":
-        assert checkpoints.audio_tokens(name, 31 * SR) == checkpoints.audio_tokens(name, 30 * SR) == 750
+        assert count(31 * SR) == [checkpoints.audio_tokens(name, 31 * SR)] == [750]
 
 
 @pytest.mark.parametrize("name", [n for n in FAMILIES if family(n).full_class])

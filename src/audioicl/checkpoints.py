@@ -327,19 +327,23 @@ def family(name: str) -> Family:
         raise ValueError(f"unknown model family {name!r} (known: {', '.join(FAMILIES)})") from None
 
 
-def audio_tokens(family_name: str, samples: int) -> int:
+def audio_tokens(family_name: str, samples: int, longest: int | None = None) -> int:
     """Audio placeholder tokens the family's processor spends on a clip of ``samples`` at 16 kHz.
 
-    The encoders' downsampling, written out from the real models: mel frames are 10 ms; Qwen2-Audio and
-    Qwen2.5-Omni halve twice (a stride-2 convolution, then pooling: 25 tokens per second); Qwen3-Omni spends 13
-    tokens per full 100-frame chunk and three stride-2 convolutions on the rest.
+    The encoders' downsampling, written out from the real models: mel frames are 10 ms (160 samples), a started
+    frame counts; Qwen2-Audio and Qwen2.5-Omni pad and cut every clip to their window (30 s, 300 s) and halve
+    twice (a stride-2 convolution, then pooling: 25 tokens per second); Qwen3-Omni spends 13 tokens per full
+    100-frame chunk and three stride-2 convolutions on the rest. Qwen3-Omni's processor pads only to the longest
+    clip of the call (``longest``, default this clip) and drops that clip's last started frame: a clip's count
+    can depend on its batch mates unless clip lengths are multiples of 160 samples.
     """
     spec = family(family_name)
-    frames = min(-(-samples // 160), spec.chunk_length * 100) if spec.name != "qwen3-omni" else samples // 160
+    frames = -(-samples // 160)
     if spec.name == "qwen3-omni":
+        frames = min(frames, max(samples, longest or 0) // 160)
         rest = frames % 100
-        conv = (((rest - 1) // 2 + 1 - 1) // 2 + 1 - 1) // 2 + 1
-        return conv + frames // 100 * 13
+        return frames // 100 * 13 + (((rest - 1) // 2 + 1 - 1) // 2 + 1 - 1) // 2 + 1
+    frames = min(frames, spec.chunk_length * 100)
     return ((frames - 1) // 2 + 1 - 2) // 2 + 1
 
 
