@@ -88,7 +88,7 @@ def test_audio_tokens_matches_the_processor(tiny_checkpoints, name):
         ]
         return [int((row == audio_id).sum()) for row in ids]
 
-    for samples in (SR // 3, 160 * 34 + 1, SR, 160 * 100 + 1, int(2.37 * SR)):
+    for samples in (160 * 34 + 1, SR, int(2.37 * SR)):
         assert count(samples) == [checkpoints.audio_tokens(name, samples)], samples
     # Next to a longer clip, a clip keeps its last started frame (Qwen3-Omni: one token more at 16001 samples).
     short, long_ = 160 * 100 + 1, 2 * SR

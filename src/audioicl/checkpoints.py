@@ -44,7 +44,7 @@ from typing import Any
 FAMILIES: tuple[str, ...] = ("qwen2-audio", "qwen2.5-omni", "qwen3-omni")
 
 SAMPLE_RATE = 16_000
-VOCAB_SIZE = 1000  # learned BPE tokens of the tiny tokenizer, before the special tokens
+VOCAB_SIZE = 1000  # at most this many learned BPE tokens (the corpus gives 860), then the special tokens
 
 
 # --------------------------------------------------------------------------- chat templates
@@ -825,6 +825,11 @@ def _corpus() -> list[str]:
         "The quick brown fox jumps over the lazy dog. Count the events, measure how long the sound lasts, "
         "and say whether the machine sounds normal or anomalous. Numbers such as 3, 14, 159, 2653 and 58979 "
         "appear in answers. A clip of 1.5 seconds, 20 beats, 7 clicks; the answer is 12. Hello world!",
+        "Listen to each recording carefully. Kick drums, snares, hi-hats, claps, cowbells and toms play short "
+        "patterns; rain, wind, traffic, birds, a crowd and a cafe make the background. Fans, pumps, valves, "
+        "sliders, gearboxes, bearings and toy cars may rattle, hum, squeal or knock when something is wrong.",
+        "Please answer with one word only. What is the total? It was 0, then 1, 2, 4, 8, 16, 32, 64, 128, 256, "
+        "512 and 1024. Which letters do you hear: A, B or C? Spell the word in Morse code: dots and dashes.",
     ] * 5
     return lines
 
