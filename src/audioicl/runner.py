@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from . import __version__
 from .backends import Backend, load_backend, parse_model_spec
+from .download import dataset_source
 from .errors import AudioICLError, refuse_duplicate_ids
 from .files import write_atomic
 from .meta import find_meta_files, iter_meta
@@ -259,6 +260,7 @@ def _run_record(options: RunOptions, backend: Backend, metas: Mapping[int, Path]
         "audioicl_version": __version__,
         "data": str(options.data.resolve()),
         "dataset_fingerprint": _dataset_fingerprint(options.data),
+        "dataset_source": dataset_source(options.data),  # repo and commit of a downloaded dataset
         "model": options.model,
         "model_name": options.model_name,
         "backend": backend.name,
