@@ -162,3 +162,14 @@ def tiny_dataset(tmp_path_factory) -> Path:
 def fresh_dataset(tmp_path) -> Path:
     """A private tiny dataset (k = 1 and 2) that a test may change."""
     return make_dataset(tmp_path / "dataset", ks=(1, 2))
+
+
+@pytest.fixture
+def hub():
+    """A local Hugging Face hub (``hub_server.Hub``) on 127.0.0.1, empty until the test commits files to it."""
+    from hub_server import Hub
+
+    server = Hub("hongzz-18/AudioICL-Bench")
+    server.start()
+    yield server
+    server.stop()

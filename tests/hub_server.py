@@ -15,8 +15,9 @@ Read from the client's source (``HfApi.dataset_info``, ``HfApi.list_repo_tree``,
 - Errors as the hub sends them: 404 with ``X-Error-Code`` ``RepoNotFound``, ``RevisionNotFound`` or
   ``EntryNotFound``; a private repo answers 401 to requests without its token.
 
-Faults for the tests: ``drop_once`` (paths whose first CDN answer sends half the body and closes the
-connection), ``stall_after`` (CDN answers after that many hold until ``release()``). Every request is logged.
+Faults for the tests: ``drop_once`` (paths whose first CDN answer sends part of the body, half by default, and
+closes the connection), ``stall_after`` (CDN answers after that many hold until ``release()``). Every request
+is logged.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import hashlib
 import json
 import re
 import socket
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,7 +67,7 @@ class Hub:
     page_size: int = 40
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)
-    drop_once: set[str] = field(default_factory=set)
+    drop_once: dict[str, int | None] = field(default_factory=dict)  # path → bytes sent before the cut
     stall_after: int | None = None
     log: list[Logged] = field(default_factory=list)
     hub_url: str = ""
@@ -90,7 +92,11 @@ class Hub:
                 self.refs[ref] = sha
         for path, data in files.items():
             if path.endswith(LFS_SUFFIX):
-                self._blobs[hashlib.sha256(data).hexdigest()] = (path, data)
+                digest = hashlib.sha256(data).hexdigest()
+                assert self._blobs.get(digest, (path,))[0] == path, (
+                    "two paths with one content: log is ambiguous"
+                )
+                self._blobs[digest] = (path, data)
         return sha
 
     def resolve(self, rev: str) -> str | None:
@@ -107,20 +113,27 @@ class Hub:
         with self._lock:
             return [r for r in self.log if r.server == server and (method is None or r.method == method)]
 
-    def fetched(self) -> list[str]:
-        """Repo paths whose bytes were sent by the CDN or by a resolve GET, in order."""
-        return [r.path for r in self.requests("cdn", "GET")] + [r.path for r in self.requests("hub", "GET")]
+    def mark(self) -> int:
+        """A position in the log, for ``fetched(since=...)``."""
+        with self._lock:
+            return len(self.log)
+
+    def fetched(self, since: int = 0) -> list[str]:
+        """Repo paths asked for with a GET (from the CDN, or a resolve GET of a regular file) after ``since``."""
+        with self._lock:
+            entries = self.log[since:]
+        return [r.path for r in entries if r.method == "GET" and not r.path.startswith("/api/")]
 
     # -- serving
 
     def start(self) -> None:
         self._servers = [
-            ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, "hub")),
-            ThreadingHTTPServer(("127.0.0.1", 0), _handler(self, "cdn")),
+            _Server(("127.0.0.1", 0), _handler(self, "hub")),
+            _Server(("127.0.0.1", 0), _handler(self, "cdn")),
         ]
         for server in self._servers:
             server.daemon_threads = True
-            threading.Thread(target=server.serve_forever, daemon=True).start()
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self.hub_url, self.cdn_url = (f"http://127.0.0.1:{s.server_address[1]}" for s in self._servers)
 
     def stop(self) -> None:
@@ -141,6 +154,13 @@ class Hub:
     def _count_served(self) -> None:
         with self._lock:
             self._served += 1
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        """A client that went away (killed, or a test's fault) is expected here; anything else is not."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _handler(hub: Hub, name: str) -> type[BaseHTTPRequestHandler]:
@@ -195,7 +215,9 @@ def _handler(hub: Hub, name: str) -> type[BaseHTTPRequestHandler]:
                 self._cdn(path.lstrip("/"), head)
                 return
             if hub.token and self.headers.get("Authorization") != f"Bearer {hub.token}":
-                self._error(401, None, head, "Invalid username or password.")
+                self._error(
+                    401, "RepoNotFound", head, "Repository not found"
+                )  # what the hub says to strangers
                 return
             api = API.match(url.path)
             if api and not head:
@@ -294,8 +316,8 @@ def _handler(hub: Hub, name: str) -> type[BaseHTTPRequestHandler]:
             if head:
                 return
             if path in hub.drop_once:
-                hub.drop_once.discard(path)
-                self.wfile.write(body[: len(body) // 2])
+                cut = hub.drop_once.pop(path)
+                self.wfile.write(body[: len(body) // 2 if cut is None else cut])
                 self.wfile.flush()
                 self.connection.shutdown(socket.SHUT_RDWR)
                 self.close_connection = True
@@ -344,14 +366,17 @@ def _tree_entries(files: dict[str, bytes], recursive: bool) -> list[dict]:
 
 
 def tone_wav(path: str, seconds: float = 0.1) -> bytes:
-    """A short 16 kHz PCM16 tone, its pitch from the path, so each file has its own bytes."""
+    """A short 16 kHz PCM16 tone, its pitch from the path; its first 16 samples are the path's digest, so
+    every file has its own bytes (the CDN, like the hub's, stores blobs by content)."""
     import numpy as np
 
     from audioicl.audio import SAMPLE_RATE, pcm16_bytes
 
-    freq = 200 + int(hashlib.sha256(path.encode()).hexdigest()[:4], 16) % 1800
-    t = np.arange(round(seconds * SAMPLE_RATE)) / SAMPLE_RATE
-    return pcm16_bytes((0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32))
+    digest = hashlib.sha256(path.encode()).digest()
+    freq = 200 + int.from_bytes(digest[:2]) % 1800
+    wave = 0.3 * np.sin(2 * np.pi * freq * np.arange(round(seconds * SAMPLE_RATE)) / SAMPLE_RATE)
+    wave[:16] = np.frombuffer(digest[:16], dtype=np.uint8) / 32767
+    return pcm16_bytes(wave.astype(np.float32))
 
 
 def original_release(reference, per_task: int = 2, omit: set[str] = frozenset()) -> dict[str, bytes]:

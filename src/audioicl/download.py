@@ -112,12 +112,23 @@ def _hub_errors(repo: str, revision: str, endpoint: str, doing: str = "") -> Ite
         ) from None
     except errors.OfflineModeIsEnabled:
         raise AudioICLError(f"HF_HUB_OFFLINE is set: downloading needs the network{doing}") from None
+    except errors.HfHubHTTPError as exc:
+        status = exc.response.status_code
+        said = f": {_one_line(Exception(exc.server_message))}" if exc.server_message else ""
+        if status in (401, 403):
+            raise AudioICLError(
+                f"access to {repo} at {endpoint} denied (HTTP {status}{said}): set HF_TOKEN to a token "
+                f"that may read it{doing}"
+            ) from None
+        raise AudioICLError(
+            f"the hub at {endpoint} answered HTTP {status} for {exc.request.url}{said}{doing}"
+        ) from None
     except Exception as exc:
         network = _transport_error(exc)
         if network is not None:
             raise AudioICLError(f"cannot reach the hub at {endpoint}: {_one_line(network)}{doing}") from None
-        if isinstance(exc, errors.HfHubHTTPError | errors.LocalEntryNotFoundError | OSError):
-            raise AudioICLError(f"hub error from {endpoint}: {_one_line(exc)}{doing}") from None
+        if isinstance(exc, errors.LocalEntryNotFoundError | OSError):
+            raise AudioICLError(f"download from {endpoint} failed: {_one_line(exc)}{doing}") from None
         raise
 
 
