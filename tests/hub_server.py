@@ -16,8 +16,8 @@ Read from the client's source (``HfApi.dataset_info``, ``HfApi.list_repo_tree``,
   ``EntryNotFound``; a private repo answers 401 to requests without its token.
 
 Faults for the tests: ``drop_once`` (paths whose first CDN answer sends part of the body, half by default, and
-closes the connection), ``stall_after`` (CDN answers after that many hold until ``release()``). Every request
-is logged.
+closes the connection), ``fail_once`` (paths whose first CDN answer is an HTTP error), ``stall_after`` (CDN
+answers after that many hold until ``release()``). Every request is logged.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class Hub:
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)
     refs: dict[str, str] = field(default_factory=dict)
     drop_once: dict[str, int | None] = field(default_factory=dict)  # path → bytes sent before the cut
+    fail_once: dict[str, int] = field(default_factory=dict)  # path → HTTP status of its first CDN answer
     stall_after: int | None = None
     log: list[Logged] = field(default_factory=list)
     hub_url: str = ""
@@ -296,6 +297,9 @@ def _handler(hub: Hub, name: str) -> type[BaseHTTPRequestHandler]:
                 self._error(404, None, head)
                 return
             path, data = hub._blobs[digest]
+            if path in hub.fail_once:
+                self._error(hub.fail_once.pop(path), None, head, "Service Unavailable")
+                return
             if not head and not hub._take_turn():
                 hub._released.wait(STALL_LIMIT_S)
                 self.close_connection = True

@@ -114,15 +114,13 @@ def _hub_errors(repo: str, revision: str, endpoint: str, doing: str = "") -> Ite
         raise AudioICLError(f"HF_HUB_OFFLINE is set: downloading needs the network{doing}") from None
     except errors.HfHubHTTPError as exc:
         status = exc.response.status_code
-        said = f": {_one_line(Exception(exc.server_message))}" if exc.server_message else ""
+        said = f": {' '.join(exc.server_message.split())}" if exc.server_message else ""
         if status in (401, 403):
             raise AudioICLError(
                 f"access to {repo} at {endpoint} denied (HTTP {status}{said}): set HF_TOKEN to a token "
                 f"that may read it{doing}"
             ) from None
-        raise AudioICLError(
-            f"the hub at {endpoint} answered HTTP {status} for {exc.request.url}{said}{doing}"
-        ) from None
+        raise AudioICLError(f"HTTP {status} from {exc.response.url}{said}{doing}") from None
     except Exception as exc:
         network = _transport_error(exc)
         if network is not None:

@@ -158,6 +158,21 @@ def test_interrupted_download_resumes_and_fetches_only_what_is_missing(hub, tmp_
     assert json.loads((out / "download.json").read_text())["complete"] is True
 
 
+def test_a_file_the_cdn_refuses_stops_the_download_in_one_line_and_a_rerun_completes(hub, tmp_path, release):
+    sha = hub.commit(release)
+    victim = sorted(path for path in release if path.endswith(".wav"))[5]
+    hub.fail_once[victim] = 503
+    env = environment(hub.hub_url, tmp_path)
+    out = tmp_path / "orig"
+    failed = cli(env, "download", "--out", out, rc=2)
+    assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
+    assert re.search(r"error: download stopped with \d+ of \d+ files missing: HTTP 503 from ", failed.stderr)
+    assert failed.stderr.rstrip().endswith("rerun the same command to resume")
+    assert not (out / victim).exists()
+    cli(env, "download", "--out", out, "--no-validate")
+    assert same_files(out, hub.commits[sha])
+
+
 def test_connection_dropped_mid_file_is_resumed_with_a_range_request(hub, tmp_path, release):
     big = "data/extra/long_take.wav"
     sha = hub.commit({**release, big: tone_wav(big, seconds=340)})  # 10.9 MB: more than one 10 MiB chunk
