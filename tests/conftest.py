@@ -189,3 +189,14 @@ def tiny_thinker_checkpoints(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny_thinker_checkpoints")
     omni = [name for name, spec in FAMILY_SPECS.items() if spec.full_class is not None]
     return {family: tiny_checkpoint(family, root / family, thinker_only=True) for family in omni}
+
+
+@pytest.fixture
+def hub():
+    """A local Hugging Face hub (``hub_server.Hub``) on 127.0.0.1, empty until the test commits files to it."""
+    from hub_server import Hub
+
+    server = Hub("hongzz-18/AudioICL-Bench")
+    server.start()
+    yield server
+    server.stop()

@@ -35,6 +35,7 @@ from tqdm import tqdm
 from . import __version__
 from .backends import Backend, load_backend, parse_model_spec
 from .backends.base import GenerationConfig, Request, Response
+from .download import dataset_source
 from .errors import AudioICLError, refuse_duplicate_ids
 from .files import write_atomic
 from .meta import find_meta_files, iter_meta
@@ -266,6 +267,7 @@ def _run_record(options: RunOptions, metas: Mapping[int, Path]) -> Record:
         "audioicl_version": __version__,
         "data": str(options.data.resolve()),
         "dataset_fingerprint": _dataset_fingerprint(options.data),
+        "dataset_source": dataset_source(options.data),  # repo and commit of a downloaded dataset
         "model": options.model,
         "model_name": options.model_name,
         "settings": _settings(options),

@@ -2,8 +2,9 @@
 
 The default numbers reproduce the original evaluation script exactly, quirks included (``"3.5"`` reads as 5,
 ``"not normal"`` reads as normal, a null ``gt`` and an empty response are equal under the text rule).
-Our additions never change them: unparsed responses counted separately (they stay in the denominator),
-Wilson intervals, and an opt-in strict mode that only accepts a response that is the bare answer.
+Our additions never change them: unparsed responses and error lines (``status: "error"``: episodes a run
+could not ask, e.g. for a missing clip) counted separately (both stay in the denominator, as wrong), Wilson
+intervals, and an opt-in strict mode that only accepts a response that is the bare answer.
 
 Everything here is a plain function over typed records so the report module can reuse it:
 ``find_result_files`` → ``iter_scored_lines`` / ``score_files`` → ``write_summary`` → ``read_summary``.
@@ -34,7 +35,7 @@ ANOMALY_TASK = "AnomalyDetect"
 REMAP_TASK = "AudioRemap"
 REMAP_LENGTH = 3
 SUMMARY_HEADER = ("model", "shots", "task", "accuracy", "n")
-DETAIL_HEADER = (*SUMMARY_HEADER, "correct", "unparsed", "ci_low", "ci_high", "scoring")
+DETAIL_HEADER = (*SUMMARY_HEADER, "correct", "unparsed", "errors", "ci_low", "ci_high", "scoring")
 
 _INT_RE = re.compile(r"[-+]?\d+")
 _WS_PUNCT_RE = re.compile(r"[\s\.\,\;\:\!\?\(\)\[\]\{\}\"\']+")
@@ -279,7 +280,8 @@ class ScoreOptions:
 
 @dataclass(slots=True)
 class ScoredLine:
-    """One non-blank result line and its verdict; ``malformed`` lines (only with ``skip_bad_lines``) are wrong."""
+    """One non-blank result line and its verdict; ``malformed`` lines (only with ``skip_bad_lines``) are wrong;
+    ``error``: the run recorded that it could not ask the model (``status: "error"``)."""
 
     model: str
     shots: int
@@ -291,6 +293,7 @@ class ScoredLine:
     gt: object
     verdict: Verdict
     malformed: bool = False
+    error: bool = False
 
 
 def read_result_lines(path: Path) -> list[str]:
@@ -323,7 +326,7 @@ def _line_problem(text: str, response_key: str) -> tuple[dict | None, str]:
 
 
 def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
-    """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed)``: the
+    """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed, error)``: the
     aggregation's hot loop, which needs no record per line."""
     keys = options.keys
     response_key, gt_key, task_key, id_key = keys.response, keys.gt, keys.task, keys.id
@@ -352,7 +355,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
                     id=None if episode is None else str(episode),
                 )
             task = "" if record is None else str(record.get(task_key, ""))
-            yield number, episode, task, None, None, _UNPARSED, True
+            yield number, episode, task, None, None, _UNPARSED, True, False
             continue
         task = record.get(task_key, "")
         if type(task) is not str:
@@ -367,6 +370,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
             gt,
             rules.get(task, fallback).judge(response, gt),
             False,
+            record.get("status") == "error",
         )
 
 
@@ -379,8 +383,8 @@ def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()
     when the line is an object that names one, else under the empty task).
     """
     model, shots, path = result.model, result.shots, result.path
-    for number, episode, task, response, gt, verdict, malformed in _judged_lines(result, options):
-        yield ScoredLine(model, shots, path, number, episode, task, response, gt, verdict, malformed)
+    for judged in _judged_lines(result, options):
+        yield ScoredLine(model, shots, path, *judged)
 
 
 # --- aggregation ---------------------------------------------------------------------------------------
@@ -388,8 +392,8 @@ def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()
 
 @dataclass(frozen=True)
 class SummaryRow:
-    """Accuracy of one model at one k on one task. ``correct`` and ``unparsed`` are None when unknown
-    (a summary CSV read back holds only accuracy and n)."""
+    """Accuracy of one model at one k on one task. ``correct``, ``unparsed`` and ``errors`` (error lines: episodes
+    the run could not ask) are None when unknown (a summary CSV read back holds only accuracy and n)."""
 
     model: str
     shots: int
@@ -398,6 +402,7 @@ class SummaryRow:
     n: int
     correct: int | None = None
     unparsed: int | None = None
+    errors: int | None = None
 
     def interval(self, z: float = 1.96) -> tuple[float, float]:
         """Wilson interval; from a read-back summary the count is ``round(accuracy * n)``, exact while
@@ -419,7 +424,7 @@ class Scoring:
 
 @dataclass
 class _FileCounts:
-    """One file's tallies: task → [correct, n, unparsed], malformed lines, and its lines when kept."""
+    """One file's tallies: task → [correct, n, unparsed, errors], malformed lines, and its lines when kept."""
 
     per_task: dict[str, list[int]]
     malformed: int
@@ -434,10 +439,11 @@ def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) 
         task, verdict = judged[2], judged[5]
         count = per_task.get(task)
         if count is None:
-            count = per_task[task] = [0, 0, 0]
+            count = per_task[task] = [0, 0, 0, 0]
         count[0] += verdict.correct
         count[1] += 1
         count[2] += not verdict.parsed
+        count[3] += judged[7]
         malformed += judged[6]
         if lines is not None:
             lines.append(ScoredLine(result.model, result.shots, result.path, *judged))
@@ -465,21 +471,20 @@ def score_files(
 ) -> Scoring:
     """Score result files and aggregate per (model, shots, task); same model and k in several files add up."""
     files = list(files)
-    counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed]
+    counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed, errors]
     examples: dict[tuple[str, int], list[ScoredLine]] = {}
     malformed = 0
     for result, tally in zip(files, _count_files(files, options, keep_examples), strict=True):
         malformed += tally.malformed
         if tally.lines:
             examples.setdefault((result.model, result.shots), []).extend(tally.lines)
-        for task, (correct, n, unparsed) in tally.per_task.items():
-            total = counts.setdefault((result.model, result.shots, task), [0, 0, 0])
-            total[0] += correct
-            total[1] += n
-            total[2] += unparsed
+        for task, tally_counts in tally.per_task.items():
+            total = counts.setdefault((result.model, result.shots, task), [0, 0, 0, 0])
+            for i, value in enumerate(tally_counts):
+                total[i] += value
     rows = [
-        SummaryRow(model, shots, task, correct / n, n, correct, unparsed)
-        for (model, shots, task), (correct, n, unparsed) in sorted(counts.items())
+        SummaryRow(model, shots, task, correct / n, n, correct, unparsed, errors)
+        for (model, shots, task), (correct, n, unparsed, errors) in sorted(counts.items())
     ]
     return Scoring(rows, malformed, examples, tuple(files))
 
@@ -526,7 +531,8 @@ def write_summary(path: Path, rows: Iterable[SummaryRow]) -> None:
 
 
 def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False) -> None:
-    """Summary plus correct, unparsed, 95% Wilson interval and the scoring mode (``original``/``strict``)."""
+    """Summary plus correct, unparsed, error lines, 95% Wilson interval and the scoring mode
+    (``original``/``strict``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "strict" if strict else "original"
@@ -536,7 +542,7 @@ def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False
         for r in rows:
             low, high = r.interval()
             writer.writerow(
-                (r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n, r.correct, r.unparsed)
+                (r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n, r.correct, r.unparsed, r.errors)
                 + (f"{low:.6f}", f"{high:.6f}", mode)
             )
 
@@ -567,7 +573,8 @@ def write_per_example(folder: Path, scoring: Scoring, *, keep_text: bool = False
 
 
 def read_summary(path: Path) -> list[SummaryRow]:
-    """Rows of a summary CSV (or of a detail CSV, which adds correct and unparsed), in file order."""
+    """Rows of a summary CSV (or of a detail CSV, which adds correct, unparsed and, since it was added,
+    errors), in file order."""
     path = Path(path)
     try:
         handle = path.open(newline="", encoding="utf-8")
@@ -580,7 +587,11 @@ def read_summary(path: Path) -> list[SummaryRow]:
             raise AudioICLError(
                 f"not a summary CSV: header must start {','.join(SUMMARY_HEADER)}", file=str(path)
             )
-        detail = tuple(header[: len(DETAIL_HEADER) - 3]) == DETAIL_HEADER[:-3]
+        extra = {name: header.index(name) for name in ("correct", "unparsed", "errors") if name in header}
+
+        def count(record: list[str], name: str) -> int | None:
+            return int(record[extra[name]]) if name in extra else None
+
         rows = []
         for record in reader:
             if not record:
@@ -594,8 +605,9 @@ def read_summary(path: Path) -> list[SummaryRow]:
                         task,
                         float(accuracy),
                         int(n),
-                        int(record[5]) if detail else None,
-                        int(record[6]) if detail else None,
+                        count(record, "correct"),
+                        count(record, "unparsed"),
+                        count(record, "errors"),
                     )
                 )
             except (ValueError, IndexError):
@@ -606,8 +618,9 @@ def read_summary(path: Path) -> list[SummaryRow]:
 
 
 def format_table(rows: Iterable[SummaryRow]) -> str:
-    """A plain-text table: model, k, task, accuracy %, 95% interval, correct/n, unparsed."""
-    header = ("model", "k", "task", "acc %", "95% CI", "correct/n", "unparsed")
+    """A plain-text table: model, k, task, accuracy %, 95% interval, correct/n, unparsed, error lines (the
+    episodes of the cell the run could not ask: counted in n, as wrong)."""
+    header = ("model", "k", "task", "acc %", "95% CI", "correct/n", "unparsed", "errors")
     body = []
     for r in rows:
         low, high = r.interval()
@@ -621,10 +634,11 @@ def format_table(rows: Iterable[SummaryRow]) -> str:
                 f"[{100 * low:.1f}, {100 * high:.1f}]",
                 f"{correct}/{r.n}",
                 "" if r.unparsed is None else str(r.unparsed),
+                "" if r.errors is None else str(r.errors),
             )
         )
     widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
-    right = {1, 3, 5, 6}
+    right = {1, 3, 5, 6, 7}
     lines = [
         "  ".join(
             cell.rjust(w) if i in right else cell.ljust(w)

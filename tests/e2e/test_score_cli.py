@@ -66,7 +66,7 @@ def test_score_reference_labels_against_themselves(runs: Path, tmp_path: Path):
     ]
     assert out.read_bytes().count(b"\r\n") == 19
     detail = read_rows(tmp_path / "out" / "summary_detail.csv")
-    assert detail[0][-5:] == ["correct", "unparsed", "ci_low", "ci_high", "scoring"]
+    assert detail[0][-6:] == ["correct", "unparsed", "errors", "ci_low", "ci_high", "scoring"]
     assert detail[10][:7] == ["mute", "1", "AnomalyDetect", "0.000000", "300", "0", "300"]
     assert "echo" in done.stdout and "300/300" in done.stdout and "0/300" in done.stdout
     echo = read_rows(per_example / "echo_k1.csv")
