@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,18 +181,60 @@ def load_checkpoint(name: str, settings: HFSettings, device: torch.device) -> Lo
 
 
 class PlaceholderMismatch(AudioICLError):
-    """The processor did not expand the audio placeholders into audio tokens for every clip."""
+    """The processor did not turn a clip into features and audio tokens."""
+
+
+@dataclass(frozen=True)
+class ClipFeatures:
+    """One clip as the processor makes it: ``features`` [mel bins, frames] (float32, on the CPU), ``valid``
+    frames of them real audio (the rest the processor's padding, kept where the encoder sees it), and the
+    number of audio tokens its placeholder becomes."""
+
+    features: torch.Tensor
+    valid: int
+    tokens: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.features.numel() * self.features.element_size()
+
+
+class FeatureCache:
+    """Clip features by content digest, least recently used dropped beyond ``max_bytes``: each distinct clip
+    goes through the feature extractor once while it is in use (an episode's k prompts share their clips)."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, ClipFeatures] = OrderedDict()
+        self._bytes = 0
+        self.misses = 0
+
+    def get(self, clip: AudioPart, compute: Callable[[AudioPart], ClipFeatures]) -> ClipFeatures:
+        found = self._items.get(clip.digest)
+        if found is not None:
+            self._items.move_to_end(clip.digest)
+            return found
+        self.misses += 1
+        made = compute(clip)
+        self._items[clip.digest] = made
+        self._bytes += made.nbytes
+        while self._bytes > self.max_bytes and len(self._items) > 1:
+            _, dropped = self._items.popitem(last=False)
+            self._bytes -= dropped.nbytes
+        return made
 
 
 @dataclass
-class _Rendered:
+class _Prepared:
+    """A request ready for the model: its text with the audio tokens expanded, and its clips' features."""
+
     index: int
     text: str
-    clips: list[AudioPart]
+    clips: list[ClipFeatures]
 
     @property
     def length(self) -> tuple[int, int]:
-        return sum(len(c.wave) for c in self.clips), len(self.text)
+        return sum(c.valid for c in self.clips), len(self.text)
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
@@ -208,6 +251,7 @@ class HFBackend:
     model_family: AudioFamily
     device: torch.device
     info: Mapping[str, Any] = field(default_factory=dict)
+    feature_cache_mb: int = 2048
 
     def __post_init__(self) -> None:
         extractor = self.processor.feature_extractor
@@ -220,6 +264,7 @@ class HFBackend:
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         )
         self.stop_ids = self._stop_ids()
+        self.features = FeatureCache(self.feature_cache_mb * 2**20)
 
     @property
     def family(self) -> str:
@@ -236,52 +281,76 @@ class HFBackend:
 
     # ----------------------------------------------------------------- requests → prompts
 
-    def _render(self, index: int, request: Request) -> _Rendered:
-        text, clips = render_chat(request.chat, self.model_family, self.processor.apply_chat_template)
-        clips = [self._at_model_rate(c) for c in clips]
-        return _Rendered(index, text, clips)
+    def _prepare(self, index: int, request: Request) -> _Prepared:
+        text, parts = render_chat(request.chat, self.model_family, self.processor.apply_chat_template)
+        return self._prepare_text(index, text, parts)
+
+    def _prepare_text(self, index: int, text: str, parts: Sequence[AudioPart]) -> _Prepared:
+        """A rendered prompt (one placeholder per clip) with its clips' features, tokens expanded."""
+        clips = [self.features.get(self._at_model_rate(part), self._clip_features) for part in parts]
+        return _Prepared(index, self._expand(text, clips), clips)
 
     def _at_model_rate(self, clip: AudioPart) -> AudioPart:
         if clip.sr == self.sampling_rate:
             return clip
         return AudioPart.of(audio.resample(clip.wave, clip.sr, self.sampling_rate), self.sampling_rate)
 
-    def _inputs(self, batch: Sequence[_Rendered]) -> Any:
-        waves = [clip.wave for item in batch for clip in item.clips]
-        inputs = self.processor(
-            text=[item.text for item in batch],
-            audio=waves or None,
+    def _clip_features(self, clip: AudioPart) -> ClipFeatures:
+        """The processor's own output for the clip alone: its feature row and how many audio tokens its
+        placeholder became. Alone, so a clip's features never depend on its batch mates (Qwen3-Omni's
+        processor pads a call to its longest clip, and a clip's token count then depends on the others)."""
+        out = self.processor(
+            text=[self.model_family.placeholder],
+            audio=[clip.wave],
             sampling_rate=self.sampling_rate,
             return_tensors="pt",
-            padding=True,
         )
-        self._check_audio_tokens(batch, inputs)
-        inputs = inputs.to(self.device)
-        if "input_features" in inputs:
-            inputs["input_features"] = inputs["input_features"].to(self.model.dtype)
-        return inputs
+        mask = out.get("feature_attention_mask")
+        if mask is None or "input_features" not in out:
+            raise PlaceholderMismatch(f"the processor of {self.name} returned no audio features for a clip")
+        tokens = int((out["input_ids"][0] == self.audio_token_id).sum())
+        if tokens < 1:
+            raise PlaceholderMismatch(f"the processor of {self.name} made no audio tokens for a clip")
+        valid = int(mask[0].sum())
+        features = out["input_features"][0].to(torch.float32)
+        if self.model_family.encoder_reads_valid_frames:
+            features = features[:, :valid]
+        return ClipFeatures(features.clone(), valid, tokens)
 
-    def _check_audio_tokens(self, batch: Sequence[_Rendered], inputs: Any) -> None:
-        """Every clip became audio tokens: as many feature rows as clips, and each prompt holds audio
-        tokens for each of its clips (a processor that ignores audio leaves one placeholder per clip)."""
-        clips = sum(len(item.clips) for item in batch)
-        features = inputs.get("input_features")
-        rows = 0 if features is None else int(features.shape[0])
-        counts = (inputs["input_ids"] == self.audio_token_id).sum(dim=1).tolist()
-        for item, count in zip(batch, counts, strict=True):
-            if item.clips and count <= len(item.clips):
-                raise PlaceholderMismatch(
-                    f"the processor left {count} audio tokens for {len(item.clips)} clips: it did not expand "
-                    f"the placeholders ({self.name})"
-                )
-        if clips and rows != clips:
+    def _expand(self, text: str, clips: Sequence[ClipFeatures]) -> str:
+        """The prompt text with each clip's audio token repeated as the processor does it."""
+        token = self.model_family.audio_token
+        pieces = text.split(token)
+        if len(pieces) != len(clips) + 1:
             raise PlaceholderMismatch(
-                f"the processor made {rows} feature rows for {clips} clips ({self.name})"
+                f"the prompt holds {len(pieces) - 1} audio tokens for {len(clips)} clips"
             )
+        out = [pieces[0]]
+        for clip, piece in zip(clips, pieces[1:], strict=True):
+            out += [token * clip.tokens, piece]
+        return "".join(out)
+
+    def _inputs(self, batch: Sequence[_Prepared]) -> dict[str, torch.Tensor]:
+        """Model inputs for a micro-batch: tokens left-padded, every clip's features as one row padded with
+        zeros to the longest row, and the feature mask marking the valid frames."""
+        inputs = dict(
+            self.processor.tokenizer([item.text for item in batch], return_tensors="pt", padding=True)
+        )
+        clips = [clip for item in batch for clip in item.clips]
+        if clips:
+            bins = clips[0].features.shape[0]
+            frames = max(clip.features.shape[1] for clip in clips)
+            features = torch.zeros(len(clips), bins, frames, dtype=self.model.dtype)
+            mask = torch.zeros(len(clips), frames, dtype=torch.int32)
+            for row, clip in enumerate(clips):
+                features[row, :, : clip.features.shape[1]] = clip.features
+                mask[row, : clip.valid] = 1
+            inputs.update(input_features=features, feature_attention_mask=mask)
+        return {key: value.to(self.device) for key, value in inputs.items()}
 
     # ----------------------------------------------------------------- running a micro-batch
 
-    def _generate_batch(self, batch: Sequence[_Rendered], config: GenerationConfig) -> list[Response]:
+    def _generate_batch(self, batch: Sequence[_Prepared], config: GenerationConfig) -> list[Response]:
         inputs = self._inputs(batch)
         sampling = config.temperature > 0
         if sampling:
@@ -324,12 +393,10 @@ class HFBackend:
                 text = text[: text.index(marker)]
         return text
 
-    def _run(self, batch: Sequence[_Rendered], config: GenerationConfig) -> list[Response]:
+    def _run(self, batch: Sequence[_Prepared], config: GenerationConfig) -> list[Response]:
         """``batch``'s responses; out of memory halves it (down to one prompt, then an error response)."""
         try:
             return self._generate_batch(batch, config)
-        except PlaceholderMismatch as exc:
-            return [Response.failed(str(exc))] * len(batch)
         except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
             if not _is_out_of_memory(exc):
                 raise
@@ -348,16 +415,16 @@ class HFBackend:
 
     def generate(self, requests: Sequence[Request], config: GenerationConfig) -> list[Response]:
         responses: list[Response | None] = [None] * len(requests)
-        rendered: list[_Rendered] = []
+        prepared: list[_Prepared] = []
         for index, request in enumerate(requests):
             try:
-                rendered.append(self._render(index, request))
-            except AudioICLError as exc:
-                responses[index] = Response.failed(str(exc))
-        rendered.sort(key=lambda item: item.length, reverse=True)  # similar lengths together, longest first
+                prepared.append(self._prepare(index, request))
+            except (AudioICLError, RuntimeError, ValueError) as exc:  # the processor refused this prompt
+                responses[index] = Response.failed(f"cannot prepare the prompt: {exc}")
+        prepared.sort(key=lambda item: item.length, reverse=True)  # similar lengths together, longest first
         size = max(config.batch_size, 1)
-        for start in range(0, len(rendered), size):
-            batch = rendered[start : start + size]
+        for start in range(0, len(prepared), size):
+            batch = prepared[start : start + size]
             for item, response in zip(batch, self._run(batch, config), strict=True):
                 responses[item.index] = response
         return [r if r is not None else Response.failed("no response") for r in responses]

@@ -12,7 +12,7 @@ encoder's window and its audio tokens per second. The ``hf`` and ``vllm`` backen
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,9 @@ class AudioFamily:
     placeholder: str  # the audio placeholder as written in the prompt text
     audio_token: str  # the token the processor repeats once per audio frame
     thinker_of: tuple[str, ...] = ()  # model types whose checkpoint holds the model under ``thinker``
+    # True where the audio encoder keeps only the frames its feature mask marks (the Omni thinkers): the
+    # processor's padding beyond them is then never seen, and need not be stored or sent.
+    encoder_reads_valid_frames: bool = False
 
 
 FAMILIES: tuple[AudioFamily, ...] = (
@@ -52,6 +55,7 @@ FAMILIES: tuple[AudioFamily, ...] = (
         placeholder="<|audio_bos|><|AUDIO|><|audio_eos|>",
         audio_token="<|AUDIO|>",
         thinker_of=("qwen2_5_omni",),
+        encoder_reads_valid_frames=True,
     ),
     AudioFamily(
         name="qwen3-omni",
@@ -61,6 +65,7 @@ FAMILIES: tuple[AudioFamily, ...] = (
         placeholder="<|audio_start|><|audio_pad|><|audio_end|>",
         audio_token="<|audio_pad|>",
         thinker_of=("qwen3_omni_moe",),
+        encoder_reads_valid_frames=True,
     ),
 )
 
@@ -115,7 +120,3 @@ def render_chat(
             f"({family.placeholder!r}); does the text contain the placeholder, or drop a message?"
         )
     return text, clips
-
-
-def count_tokens(ids: Sequence[int], token_id: int) -> int:
-    return sum(1 for i in ids if i == token_id)
