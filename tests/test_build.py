@@ -138,7 +138,7 @@ def test_same_pair_option_is_recorded_and_changes_remap_only(tmp_path):
     build(root, BuildOptions(episodes=1, shots=(2,), tasks=("AudioRemap",), remap_demos="same-pair"))
     (ep,) = read_meta(root / "meta/meta_k2.jsonl")
     assert ep.demos[0].clips[0] == ep.demos[1].clips[0]
-    assert "`same-pair`" in (root / "README.md").read_text()
+    assert "`--remap-demos same-pair` | the original's |" in (root / "README.md").read_text()
 
 
 def test_impossible_options_are_refused(tmp_path):
