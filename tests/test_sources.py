@@ -108,7 +108,9 @@ def test_unusable_corpora_are_refused(corpora, tmp_path):
                 episodes=1, tasks=("AudioOperator",), sources=(("digits", str(corpora["one-shots"])),)
             ),
         )
-    with pytest.raises(AudioICLError, match="fan has 4 normal and 4 anomalous recordings; k = 5 demos") as caught:
+    with pytest.raises(
+        AudioICLError, match="fan has 4 normal and 4 anomalous recordings; k = 5 demos"
+    ) as caught:
         build(
             tmp_path / "c",
             BuildOptions(
