@@ -13,11 +13,11 @@ import pytest
 
 from audioicl import perception
 from audioicl.audio import SAMPLE_RATE, load
-from audioicl.backends.perceiving import read_expression
 from audioicl.build import build
 from audioicl.meta import find_meta_files, read_meta
 from audioicl.records import Clip, Episode
 from audioicl.tasks.context import BuildOptions
+from audioicl.tasks.operator import GAP_SECONDS
 
 EPISODES = 3
 
@@ -110,7 +110,7 @@ def _filler_sounds(
     reference = None
     for clip in clips:
         wave = _wave(root, clip)
-        expression = read_expression(wave, SAMPLE_RATE, n_digits)
+        expression = perception.spoken_expression(wave, SAMPLE_RATE, n_digits, GAP_SECONDS)
         fillers = [wave[s:e] for s, e in expression.fillers]
         reference = fillers[0] if reference is None else reference
         if len(fillers) == 1:

@@ -7,7 +7,8 @@ Order of work, so that an interrupted build can be rerun to completion:
    file that exists is complete; files that exist are hashed, not rendered again. A worker takes a task
    family's episodes in one range at a time (a ``Job``): the sources those tasks share are made once, and
    two workers rarely create files in the same folder at once (creating a file locks its folder).
-3. Meta files, the dataset card and ``manifest.json`` are written last.
+3. Meta files, the transcripts of the clips (``meta/transcripts.jsonl``, what was placed in each; see
+   ``transcripts``), the dataset card and ``manifest.json`` are written last.
 
 Every file's audio comes from a generator keyed by stable names, so the bytes do not depend on ``workers``.
 """
@@ -40,6 +41,7 @@ from .records import Episode
 from .sources import SoundSources
 from .tasks import TASKS, LabelSpace, task_names
 from .tasks.context import BuildOptions, GenContext, PlannedFile
+from .transcripts import write_sidecar
 
 __all__ = ["BuildOptions", "BuildSummary", "build", "STATE_NAME", "CARD_NAME"]
 
@@ -61,6 +63,7 @@ class FileRecord:
     sha256: str
     bytes: int
     seconds: float
+    transcript: str | None = None  # what was placed in it (``transcripts``), None where there is none
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,8 @@ class _Worker:
             self._write(full, data)
             self.rendered += 1
         seconds = (len(data) - WAV_HEADER_BYTES) / 2 / SAMPLE_RATE
-        record = FileRecord(planned.path, hashlib.sha256(data).hexdigest(), len(data), seconds)
+        transcript = planned.transcript() if planned.transcript else None
+        record = FileRecord(planned.path, hashlib.sha256(data).hexdigest(), len(data), seconds, transcript)
         self.seen[planned.path] = record
         return record
 
@@ -358,7 +362,7 @@ def _collect_files(results: list[UnitResult]) -> dict[str, FileRecord]:
     for result in results:
         for record in result.files:
             known = files.setdefault(record.path, record)
-            if known.sha256 != record.sha256:
+            if (known.sha256, known.transcript) != (record.sha256, record.transcript):
                 raise RuntimeError(
                     f"{record.path} was rendered with two different contents (non-deterministic)"
                 )
@@ -422,6 +426,8 @@ def build(
     files = _collect_files(results)
     episodes = sorted((e for r in results for e in r.episodes), key=lambda e: e.id)
     meta_paths = _write_meta_files(root, options, episodes)
+    transcripts = {f.path: f.transcript for f in files.values() if f.transcript is not None}
+    meta_paths.append(write_sidecar(root, transcripts))
     by_task: dict[str, list[UnitResult]] = defaultdict(list)
     for result in results:
         by_task[result.unit.task].append(result)

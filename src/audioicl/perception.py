@@ -316,8 +316,13 @@ def keyed_codes(wave: np.ndarray, sr: int, unit_s: float | None = None) -> list[
 def decode_morse(wave: np.ndarray, sr: int, unit_s: float | None = None) -> str:
     """The lowercase text keyed in a Morse clip ('?' for a code that is not a letter or digit), read with the
     ITU table from ``keyed_codes`` (same timing rules and ``unit_s``)."""
+    return itu_letters(keyed_codes(wave, sr, unit_s))
+
+
+def itu_letters(codes: list[list[str]]) -> str:
+    """Dot-dash codes grouped by word read with the ITU table ('?' for an unknown code), words apart by a space."""
     table = _morse_table()
-    return " ".join("".join(table.get(code, "?") for code in word) for word in keyed_codes(wave, sr, unit_s))
+    return " ".join("".join(table.get(code, "?") for code in word) for word in codes)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -451,6 +456,22 @@ def recognize_digit(segment: np.ndarray, sr: int, digits: tuple[int, ...] = tupl
     """
     scores = digit_scores(segment, sr)
     return min(digits, key=lambda d: scores[d])
+
+
+@dataclass(frozen=True)
+class SpokenExpression:
+    """An operator clip cut into digit, sound, digit (, sound, digit): the digits heard and the
+    [start, end) sample range of each sound between them."""
+
+    digits: tuple[int, ...]
+    fillers: tuple[tuple[int, int], ...]
+
+
+def spoken_expression(wave: np.ndarray, sr: int, n_digits: int, gap_s: float) -> SpokenExpression:
+    """Cut at the quiet gaps closest to ``gap_s`` of zeros (``split_into``) and recognise the digits 1-9."""
+    parts = split_into(wave, sr, 2 * n_digits - 1, gap_s=gap_s)
+    digits = tuple(recognize_digit(wave[s:e], sr, tuple(range(1, 10))) for s, e in parts[::2])
+    return SpokenExpression(digits, tuple(parts[1::2]))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -15,6 +15,11 @@ Original layout (default): a system message, then one user turn::
 Multi-clip tasks tag clips ``Demo <i> <role>`` / ``Query <role>``; a Morse alphabet bank, when shown, comes
 first as ``Letter A`` .. ``Letter Z``. The multi-turn layout puts each demo in its own user turn (ending in
 ``Label:``) with its label as the assistant's answer, then the query turn.
+
+A chat keeps its ``frame`` (system prompt, instruction, layout), so that a study condition (``controls``) can
+change its items (a label redrawn, a clip replaced by noise or by a transcript, a clip removed) and lay it out
+again exactly as ``build_prompt`` would have. An item without audio shows its transcript in its place
+(``[Demo Audio 1] (transcript: ...) Label: 7``) or nothing (``[Demo Audio 1] Label: 7``).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ LAYOUTS: tuple[str, ...] = ("original", "multiturn")
 PAD_MODES: tuple[str, ...] = ("none", "episode", "batch")
 MORSE_BANK_MODES: tuple[str, ...] = ("auto", "on", "off")
 
+NOISE_PATH = "control:noise"  # the path of a noise clip that a study condition put in a clip's place
 MORSE_TASK = "MorseCode"
 MORSE_BANK_DIR = "data/MorseCode/alphabet"
 MORSE_LETTERS = string.ascii_uppercase
@@ -117,14 +123,27 @@ class Message:
 @dataclass(frozen=True)
 class PromptItem:
     """One clip as presented. ``index``: demo number 1..k (shared by a demo's clips), letter number 1..26
-    for the Morse bank, 1 for the query. ``label`` is the label the prompt shows (None on the target)."""
+    for the Morse bank, 1 for the query. ``label`` is the label the prompt shows (None on the target).
+    ``audio`` is None where a study condition took the clip out: ``transcript`` then holds the text shown
+    in its place, if any."""
 
     kind: ItemKind
     index: int
     role: str | None
     tag: str
-    audio: AudioPart
+    audio: AudioPart | None
     label: str | None
+    transcript: str | None = None
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What lays items out as messages: the system prompt, the instruction (None: no instruction) and the
+    layout."""
+
+    system: str
+    instruction: str | None
+    layout: Layout = "original"
 
 
 @dataclass(frozen=True)
@@ -132,6 +151,7 @@ class Chat:
     task: str
     messages: tuple[Message, ...]
     items: tuple[PromptItem, ...]
+    frame: Frame | None = None  # None: made by hand, cannot be laid out again
 
     def audio_parts(self) -> Iterator[AudioPart]:
         """Audio parts in the order the model hears them."""
@@ -313,8 +333,10 @@ def load_morse_bank(root: str | os.PathLike, mode: MorseBankMode) -> tuple[Audio
 
 @dataclass(frozen=True)
 class Prompt:
-    """A chat for the backend and, beside it, the meta ``audio_path`` of each clip in the order the model
-    hears them (for result lines and messages; never part of the chat)."""
+    """A chat for the backend and, beside it, the meta ``audio_path`` each of its items stands for, in
+    order (for result lines and messages; never part of the chat). A study condition keeps them in step:
+    a swapped clip's path is the clip heard, a transcript's the clip transcribed, a noise clip's
+    ``NOISE_PATH``."""
 
     chat: Chat
     audio_paths: tuple[str, ...]
@@ -352,8 +374,13 @@ def _episode_items(
 
 def _clip_line(item: PromptItem, answer_slot: bool) -> list[str | AudioPart]:
     """``[tag] <audio> Label: x``; the clip that is answered (the query target, or a demo's last clip in
-    the multi-turn layout) ends in ``Label:``; an unlabelled earlier clip has no label part."""
-    segments: list[str | AudioPart] = [f"[{item.tag}] ", item.audio]
+    the multi-turn layout) ends in ``Label:``; an unlabelled earlier clip has no label part. An item
+    without audio shows ``(transcript: ...)`` in its place, or nothing."""
+    segments: list[str | AudioPart] = [f"[{item.tag}]"]
+    if item.audio is not None:
+        segments += [" ", item.audio]
+    elif item.transcript is not None:
+        segments.append(f" (transcript: {item.transcript})")
     if answer_slot:
         segments.append(" Label:")
     elif item.label is not None:
@@ -426,12 +453,24 @@ def build_prompt(
         exc.id = exc.id or episode.id
         raise
     items = tuple(item for item, _ in placed)
-    instruction = prompt_set.instruction(episode.task, style)
-    head = [instruction + "\n\n"] if instruction else []
-    system = Message("system", (TextPart(prompt_set.system_prompt(family)),))
-    turns = _multiturn(items, head) if layout == "multiturn" else _original_turns(items, head)
-    chat = Chat(task=episode.task, messages=(system, *turns), items=items)
-    return Prompt(chat, tuple(path for _, path in placed))
+    frame = Frame(prompt_set.system_prompt(family), prompt_set.instruction(episode.task, style), layout)
+    return Prompt(lay_out(episode.task, items, frame), tuple(path for _, path in placed))
+
+
+def lay_out(task: str, items: Sequence[PromptItem], frame: Frame) -> Chat:
+    """The chat that shows ``items`` in ``frame``: the system message, then the layout's turns."""
+    head = [frame.instruction + "\n\n"] if frame.instruction else []
+    system = Message("system", (TextPart(frame.system),))
+    turns = _multiturn(items, head) if frame.layout == "multiturn" else _original_turns(items, head)
+    return Chat(task=task, messages=(system, *turns), items=tuple(items), frame=frame)
+
+
+def with_items(chat: Chat, items: Sequence[PromptItem], instruction: str | None = None) -> Chat:
+    """``chat`` laid out again with other ``items`` (and, when given, another instruction)."""
+    if chat.frame is None:
+        raise ValueError("this chat has no frame (it was not made by build_prompt) and cannot be laid out")
+    frame = chat.frame if instruction is None else replace(chat.frame, instruction=instruction)
+    return lay_out(chat.task, items, frame)
 
 
 def build_chat(episode: Episode, root: str | os.PathLike, **layout: Any) -> Chat:
@@ -461,7 +500,7 @@ def _pad_chat_to(chat: Chat, samples: int) -> Chat:
         Message(m.role, tuple(pad(p) if isinstance(p, AudioPart) else p for p in m.content))
         for m in chat.messages
     )
-    items = tuple(replace(item, audio=pad(item.audio)) for item in chat.items)
+    items = tuple(replace(item, audio=pad(item.audio)) if item.audio else item for item in chat.items)
     return replace(chat, messages=messages, items=items)
 
 

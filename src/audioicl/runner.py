@@ -25,7 +25,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,10 +35,12 @@ from tqdm import tqdm
 from . import __version__
 from .backends import Backend, load_backend, parse_model_spec
 from .backends.base import GenerationConfig, Request, Response
+from .controls import CONTROLS, Control, ControlContext, swap_partners
 from .download import dataset_source
 from .errors import AudioICLError, refuse_duplicate_ids
 from .files import write_atomic
-from .meta import find_meta_files, iter_meta
+from .meta import find_meta_files, iter_meta, k_of
+from .probes import PROBE_SET, probe
 from .prompts import (
     AudioPart,
     Chat,
@@ -70,7 +72,9 @@ from .results import (
 )
 from .seeding import derive_seed
 from .tasks import TASKS
+from .transcripts import Sidecar, load_sidecar
 
+CONDITION_MARK = "+"  # between the model's name and its study condition in results file names
 RECORD_LOCK_WAIT_S = 30.0  # another run of the same model in the folder holds the record only briefly
 
 Report = Callable[[str], None]
@@ -132,10 +136,20 @@ class RunOptions:
     retry_errors: bool = False  # drop the selected episodes' error lines first, so they run again
     order: RunOrder = "episode"  # episode: an episode's k lines together; k: one k file after another
     window: int | None = None  # prompts per backend call (sorted by length there); None: 4 batches
+    control: str | None = None  # a study condition (``controls.CONTROLS``), part of the model name
+    probe: bool = False  # perception probes (``probes``) instead of the task, at k = 0
+
+    @property
+    def condition(self) -> str | None:
+        """The study condition: a control's name, ``probe``, or None for the task itself."""
+        return "probe" if self.probe else self.control
 
     @property
     def model_name(self) -> str:
-        return self.name or parse_model_spec(self.model).file_name
+        """``<name>`` of the results files: the model's, with ``+<condition>`` under a study condition, so a
+        condition's files sit beside the plain run's in one folder (``icl+random-labels_results_k1.jsonl``)."""
+        name = self.name or parse_model_spec(self.model).file_name
+        return f"{name}{CONDITION_MARK}{self.condition}" if self.condition else name
 
     @property
     def folder(self) -> Path:
@@ -211,10 +225,25 @@ def _check_tasks(tasks: Sequence[str], found: set[str]) -> None:
         raise AudioICLError(f"unknown task(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
 
 
+def zero_shot_source(found: Mapping[int, Path]) -> Path | None:
+    """The k file whose queries make k = 0 when the dataset has no k = 0 file: the smallest k >= 1."""
+    shots = [k for k in found if k > 0]
+    return found[min(shots)] if shots else None
+
+
 def _meta_files(options: RunOptions) -> dict[int, Path]:
+    """The meta file each k reads. k = 0 without a k = 0 file reads the smallest k >= 1 and drops the demos
+    (zero-shot: instruction and query); so do probes, which run at k = 0."""
     found = find_meta_files(options.data)
+    if options.probe:
+        source = zero_shot_source(found)
+        if source is None:
+            raise AudioICLError("--probe needs a meta file with k >= 1", file=str(options.data))
+        return {0: source}
     if options.shots is None:
         return found
+    if 0 in options.shots and 0 not in found and (source := zero_shot_source(found)) is not None:
+        found = {0: source, **found}
     missing = [k for k in options.shots if k not in found]
     if missing:
         have = ", ".join(map(str, found)) or "none"
@@ -258,11 +287,17 @@ def _settings(options: RunOptions) -> dict[str, Any]:
     }
     if options.pad == "batch":
         settings["batch_size"] = options.batch_size
+    if options.condition:  # only then: the records of plain runs stay as they were
+        settings["condition"] = options.condition
     return settings
 
 
-def _run_record(options: RunOptions, metas: Mapping[int, Path]) -> Record:
-    """This run's record: what its lines depend on, and (in ``runs``) what it selected."""
+def _run_record(options: RunOptions, metas: Mapping[int, Path], sidecar: Sidecar | None = None) -> Record:
+    """This run's record: what its lines depend on, and (in ``runs``) what it selected. The transcripts a
+    ``transcript`` run shows are a setting: the sidecar's sha256, or ``perceived`` without one."""
+    settings = _settings(options)
+    if options.control == "transcript":
+        settings["transcripts"] = sidecar.sha256 if sidecar else "perceived"
     return {
         "audioicl_version": __version__,
         "data": str(options.data.resolve()),
@@ -270,7 +305,7 @@ def _run_record(options: RunOptions, metas: Mapping[int, Path]) -> Record:
         "dataset_source": dataset_source(options.data),  # repo and commit of a downloaded dataset
         "model": options.model,
         "model_name": options.model_name,
-        "settings": _settings(options),
+        "settings": settings,
         "prompts": str(options.prompts.resolve()) if options.prompts else None,
         "shard": str(options.shard) if options.shard else None,
         "meta_sha256": {str(k): _sha256_file(path) for k, path in metas.items()},
@@ -282,6 +317,7 @@ def _run_record(options: RunOptions, metas: Mapping[int, Path]) -> Record:
                 "batch_size": options.batch_size,
                 "retry_errors": options.retry_errors,
                 "audioicl_version": __version__,
+                **({"k0_from": metas[0].name} if 0 in metas and k_of(metas[0]) != 0 else {}),
             }
         ],
     }
@@ -343,7 +379,7 @@ def _too_long(prompt: Prompt, limit: float | None) -> str | None:
     if limit is None:
         return None
     for item, path in zip(prompt.chat.items, prompt.audio_paths, strict=True):
-        if item.audio.seconds > limit:
+        if item.audio is not None and item.audio.seconds > limit:
             return f"clip {path} is {item.audio.seconds:.2f} s long; the backend accepts at most {limit:g} s"
     return None
 
@@ -367,6 +403,17 @@ class _Prepared:
     error: str | None
 
 
+@dataclass(frozen=True)
+class Study:
+    """What a study condition adds to a run: the control, the swapped-query partners per k, the built
+    transcripts, and episodes that get an error line instead of a prompt (a probe without its answer)."""
+
+    control: Control | None = None
+    partners: Mapping[int, Mapping[str, Episode]] = field(default_factory=dict)
+    sidecar: Sidecar | None = None
+    problems: Mapping[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class PromptMaker:
     """Turns work into prompts for one backend and prompt configuration; clips are decoded once while
@@ -378,8 +425,12 @@ class PromptMaker:
     bank: tuple[AudioPart, ...]
     clips: ClipStore
     max_clip_seconds: float | None
+    study: Study = field(default_factory=lambda: Study())
 
     def prepare(self, work: Work) -> _Prepared:
+        problem = self.study.problems.get(work.episode.id)
+        if problem is not None:
+            return _Prepared(work, None, problem)
         try:
             prompt = build_prompt(
                 work.episode,
@@ -390,6 +441,15 @@ class PromptMaker:
                 prompt_set=self.prompt_set,
                 bank=self.bank,
             )
+            if self.study.control is not None:
+                context = ControlContext(
+                    self.options.seed,
+                    work.episode,
+                    self.clips,
+                    self.study.partners.get(work.k, {}).get(work.episode.id),
+                    self.study.sidecar,
+                )
+                prompt = self.study.control.apply(prompt, context)
         except AudioICLError as exc:
             return _Prepared(work, None, str(exc))
         error = _too_long(prompt, self.max_clip_seconds)
@@ -520,31 +580,71 @@ def _validate(options: RunOptions) -> None:
         raise AudioICLError(f"--window must be at least 1, got {options.window}")
     if options.order not in RUN_ORDERS:
         raise AudioICLError(f"--order must be one of {', '.join(RUN_ORDERS)}, got {options.order!r}")
+    if options.control is not None:
+        CONTROLS.get(options.control)  # an unknown name raises, listing the known ones
+    if options.probe and options.control is not None:
+        raise AudioICLError("--probe and --control are separate conditions: run them one at a time")
+    if options.probe and options.shots not in (None, (0,)):
+        raise AudioICLError("--probe runs at k = 0 only (each query clip asked zero-shot); drop --k")
+    if options.probe and options.style != "specific":
+        raise AudioICLError("--probe asks its own question; --style does not apply")
 
 
-def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
+def _study_episodes(
+    options: RunOptions, metas: Mapping[int, Path], sidecar: Sidecar | None
+) -> tuple[dict[int, list[Episode]], Study]:
+    """Each k's episodes as the condition asks for them (k = 0 read from a k >= 1 file without its demos; a
+    probe per episode), and what the condition needs to make its prompts."""
+    episodes: dict[int, list[Episode]] = {}
+    partners: dict[int, dict[str, Episode]] = {}
+    problems: dict[str, str] = {}
+    for k, path in metas.items():
+        read = _read_episodes(path)
+        if options.probe:
+            probes = [probe(ep, sidecar) for ep in read]
+            problems.update({p.episode.id: p.error for p in probes if p.error})
+            read = [p.episode for p in probes]
+        elif k == 0 and k_of(path) != 0:
+            read = [ep.with_shots(0) for ep in read]
+        if options.control == "swapped-query":
+            partners[k] = swap_partners(
+                read, options.seed
+            )  # from the whole file: the same whatever the selection
+        episodes[k] = read
+    control = CONTROLS.get(options.control) if options.control else None
+    return episodes, Study(control, partners, sidecar, problems)
+
+
+def _prompt_set(options: RunOptions) -> PromptSet:
+    prompt_set = load_prompt_set(options.prompts) if options.prompts else PromptSet()
+    return replace(PROBE_SET, system=prompt_set.system) if options.probe else prompt_set
+
+
+def run(options: RunOptions, report: Report = _stderr, backend: Backend | None = None) -> RunSummary:
     """Run ``options.model`` over the selected episodes of every k; see the module docstring.
 
     The backend is loaded only after the results files are locked and the folder's run record accepts
-    this run's settings: a large model is not loaded to be refused."""
+    this run's settings: a large model is not loaded to be refused. A ``backend`` given (one loaded for
+    several runs, as ``study`` does) is used as it is and left open."""
     _validate(options)
     metas = _meta_files(options)
+    sidecar = load_sidecar(options.data) if options.control == "transcript" or options.probe else None
+    episodes, study = _study_episodes(options, metas, sidecar)
     selected: dict[int, list[Episode]] = {}
-    for k, path in metas.items():
-        episodes = _read_episodes(path)
+    for k, read in episodes.items():
         if options.tasks is not None:
-            _check_tasks(options.tasks, {ep.task for ep in episodes})
-        selected[k] = select_episodes(episodes, options.tasks, options.limit, options.shard)
-    prompt_set = load_prompt_set(options.prompts) if options.prompts else PromptSet()
+            _check_tasks(options.tasks, {ep.task for ep in read})
+        selected[k] = select_episodes(read, options.tasks, options.limit, options.shard)
+    prompt_set = _prompt_set(options)
     bank = load_morse_bank(options.data, options.morse_bank)
 
     folder = options.folder
     folder.mkdir(parents=True, exist_ok=True)
-    record = _run_record(options, metas)
+    record = _run_record(options, metas, sidecar)
 
     locks = [FileLock(folder / results_name(options.model_name, k)) for k in selected]
     acquired: list[FileLock] = []
-    backend: Backend | None = None
+    loaded: Backend | None = None
     try:
         for lock in locks:
             lock.acquire()
@@ -552,16 +652,17 @@ def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
             if lock.taken_over:
                 report(f"warning: took over the stale lock {lock.lock} of dead process {lock.taken_over.pid}")
         _update_run_record(folder, record, write=False)
-        backend = load_backend(options.model, seed=options.seed, **options.backend_options)
+        if backend is None:
+            backend = loaded = load_backend(options.model, seed=options.seed, **options.backend_options)
         _update_run_record(folder, _with_backend(record, backend))
         family = getattr(backend, "family", None) or system_family(parse_model_spec(options.model).name)
         maker = PromptMaker(
-            options, prompt_set, family, bank, ClipStore(options.data), backend.max_clip_seconds
+            options, prompt_set, family, bank, ClipStore(options.data), backend.max_clip_seconds, study
         )
         return _run_all(maker, backend, selected, folder, report)
     finally:
-        if backend is not None:
-            backend.close()
+        if loaded is not None:
+            loaded.close()
         for lock in acquired:
             lock.release()
 

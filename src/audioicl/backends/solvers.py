@@ -43,5 +43,5 @@ def chat_key(chat: Chat) -> str:
     """A stable digest of what the chat shows (text and clip contents), naming its episode for seeding."""
     digest = hashlib.sha256(render_text(chat).encode())
     for item in chat.items:
-        digest.update(b"\x1f" + item.audio.digest.encode())
+        digest.update(b"\x1f" + (item.audio.digest if item.audio else "").encode())
     return digest.hexdigest()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cli import command, parse_int_set, parse_names
+from ..controls import CONTROLS
 from ..errors import AudioICLError
 from ..prompts import LAYOUTS, MORSE_BANK_MODES, PAD_MODES, STYLES, read_structured_file
 from ..runner import RUN_ORDERS, RunOptions, Shard, run
@@ -38,8 +39,10 @@ CONFIG_KEYS = (
     "retry-errors",
     "order",
     "window",
+    "control",
+    "probe",
 )
-FLAG_KEYS = ("retry-errors",)
+FLAG_KEYS = ("retry-errors", "probe")
 PATH_KEYS = ("data", "out", "prompts")
 REQUIRED = ("data", "model", "out")
 
@@ -84,7 +87,10 @@ def _add(sub, exit_on_error: bool = True):
         help="folder for the results files and <model>_run.json (shared by models); required",
     )
     p.add_argument(
-        "--k", type=parse_int_set, help="shots to run, e.g. 1-5 or 1,3 (default: all in the dataset)"
+        "--k",
+        type=parse_int_set,
+        help="shots to run, e.g. 1-5 or 0,1,3 (default: all in the dataset); k = 0 without a k = 0 meta file "
+        "asks the queries of the smallest k file zero-shot (instruction and query, no demos)",
     )
     p.add_argument("--tasks", type=parse_names, help="comma-separated task names (default: all)")
     p.add_argument("--style", choices=STYLES, help="instruction style (default: specific)")
@@ -131,6 +137,21 @@ def _add(sub, exit_on_error: bool = True):
         default=None,
         help="first remove the selected episodes' error lines from the results files (atomically), so "
         "those episodes run again; reports how many were removed",
+    )
+    p.add_argument(
+        "--control",
+        choices=CONTROLS.names(),
+        help="a study condition, applied to every prompt before the backend sees it: "
+        + "; ".join(f"{c.name}: {c.summary}" for _, c in CONTROLS.items())
+        + ". The results go to <model>+<control>_results_k<k>.jsonl beside the plain run's",
+    )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        default=None,
+        help="perception probes instead of the task: each query clip with its perceptual question asked "
+        "directly, zero-shot (how many sounds, how long, which digits, which word, which reference where, "
+        "normal or not), scored like the task; results <model>+probe_results_k0.jsonl",
     )
     p.add_argument("--config", type=Path, help="YAML or JSON file of option values (command line wins)")
     return p
@@ -210,6 +231,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     fields.update(morse_bank=values.get("morse_bank"), seed=values.get("seed"), name=values.get("name"))
     fields["retry_errors"] = values.get("retry_errors")
     fields.update(order=values.get("order"), window=values.get("window"))
+    fields.update(control=values.get("control"), probe=values.get("probe"))
     return RunOptions(**{key: value for key, value in fields.items() if value is not None})
 
 

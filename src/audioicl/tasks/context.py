@@ -19,6 +19,7 @@ import numpy as np
 from ..records import Clip, Demo, Episode, Query
 from ..seeding import derive_seed, rng_for
 from ..sources import SoundSources
+from ..synth.percussion import OneShot
 from .base import TaskSpec, episode_id
 
 CountLabels = Literal["distinct", "independent"]
@@ -200,11 +201,13 @@ def original_construction(options: BuildOptions) -> BuildOptions:
 
 @dataclass(frozen=True)
 class PlannedFile:
-    """A file of the dataset: its path relative to the root and how to make its audio (called only when
-    the file does not exist yet)."""
+    """A file of the dataset: its path relative to the root, how to make its audio (called only when
+    the file does not exist yet) and how to write its transcript (``audioicl.transcripts``: what was placed
+    in it, never its label; None: the clip has none, it is measured from the audio when asked for)."""
 
     path: str
     render: Callable[[], np.ndarray] = field(compare=False)
+    transcript: Callable[[], str] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -225,6 +228,11 @@ class GenContext:
         """An opaque file-name token for the clip named by ``names`` (10 hex digits from the seed): a neutral
         name that says nothing about the clip's label or role."""
         return f"{derive_seed(self.options.seed, 'file-name', *names):016x}"[:10]
+
+    def sound_name(self, sound: OneShot) -> str:
+        """How a transcript names a one-shot: its family (what a listener hears) and an opaque token, the
+        same in every episode (the bank's own name holds its index, which can tell more than the sound)."""
+        return f"{sound.family} #{self.token('sound', sound.name)[:6]}"
 
     def balanced(self, task: str, what: str, values: Sequence, index: int):
         """The value of episode ``index`` from a task-wide list in which every one of ``values`` occurs

@@ -9,6 +9,8 @@ import numpy as np
 from ..audio import SAMPLE_RATE
 from ..errors import AudioICLError
 from ..synth import dsp
+from ..synth.percussion import OneShot
+from ..transcripts import events_text
 from .base import TaskSpec, integer_labels, register
 from .context import (
     BuildOptions,
@@ -33,15 +35,20 @@ REFERENCE_COUNT = (
 )
 
 
-def place_non_overlapping(rng: np.random.Generator, sound: np.ndarray, count: int, length: int) -> np.ndarray:
-    """``count`` copies of ``sound`` at uniformly random, non-overlapping positions on a silent canvas."""
+def draw_starts(rng: np.random.Generator, sound_samples: int, count: int, length: int) -> np.ndarray:
+    """Start samples of ``count`` non-overlapping copies of a sound at uniformly random positions."""
     gap = int(MIN_GAP_SECONDS * SAMPLE_RATE)
-    free = length - count * len(sound) - (count - 1) * gap
+    free = length - count * sound_samples - (count - 1) * gap
     if free < 0:
         raise AudioICLError(
-            f"a {len(sound) / SAMPLE_RATE:.2f} s sound does not fit {count} times in the canvas"
+            f"a {sound_samples / SAMPLE_RATE:.2f} s sound does not fit {count} times in the canvas"
         )
-    starts = np.sort(rng.integers(0, free + 1, count)) + np.arange(count) * (len(sound) + gap)
+    return np.sort(rng.integers(0, free + 1, count)) + np.arange(count) * (sound_samples + gap)
+
+
+def place_non_overlapping(rng: np.random.Generator, sound: np.ndarray, count: int, length: int) -> np.ndarray:
+    """``count`` copies of ``sound`` at uniformly random, non-overlapping positions on a silent canvas."""
+    starts = draw_starts(rng, len(sound), count, length)
     canvas = np.zeros(length, dtype=np.float32)
     for start in starts:
         canvas[start : start + len(sound)] += sound
@@ -90,6 +97,16 @@ def _render_clip(
     return peak_safe(dsp.mix_at_snr(canvas, noise[start : start + length], snr, signal_rms=reference))
 
 
+def _transcript(ctx: GenContext, spec: TaskSpec, index: int, slot: int, sound: OneShot, count: int) -> str:
+    """The onsets ``_render_clip`` draws first from the clip's generator, and whether a background plays."""
+    length = int(CANVAS_SECONDS * SAMPLE_RATE)
+    starts = draw_starts(ctx.rng(spec.name, index, "clip", slot), len(sound.wave), count, length)
+    onsets = [int(start) / SAMPLE_RATE for start in starts]
+    return events_text(
+        CANVAS_SECONDS, f"the same {sound.family} sound", onsets, spec.name == "AudioCountHard"
+    )
+
+
 def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> PlannedEpisode:
     rng = ctx.rng(spec.name, index, "episode")
     sound = ctx.sources.one_shots.get(SOUND_BANK_OFFSET + index)
@@ -108,7 +125,8 @@ def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> Planned
             path = f"data/audiocount/{folder}/{stem}_{count}.wav"
         clips.append((path, str(count)))
         render = functools.partial(_render_clip, ctx, spec, index, slot, sound.wave, count, background)
-        files.append(PlannedFile(path, render))
+        transcript = functools.partial(_transcript, ctx, spec, index, slot, sound, count)
+        files.append(PlannedFile(path, render, transcript))
     return PlannedEpisode(single_clip_episode(ctx, spec, index, clips), tuple(files))
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..audio import SAMPLE_RATE
 from ..synth import dsp
+from ..transcripts import timeline_text
 from .base import TaskSpec, integer_labels, register
 from .context import GenContext, PlannedEpisode, PlannedFile, TaskGenerator, single_clip_episode
 
@@ -40,25 +41,63 @@ class LengthClip:
     label: int
 
 
-def _sound_bed(ctx: GenContext, rng: np.random.Generator, seconds: int) -> np.ndarray:
+@dataclass(frozen=True)
+class _Fragment:
+    """One one-shot fragment of a sound bed: bank index, the part of the sound taken, gain and position."""
+
+    sound: int
+    offset: int
+    length: int
+    gain: float
+    start: int
+
+
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    """Every draw of one length clip, in the generator's order: the unit noise, the fragments, and the
+    [start, stop) samples of its block of digital silence."""
+
+    noise: np.ndarray
+    fragments: tuple[_Fragment, ...]
+    silence: tuple[int, int]
+
+
+@functools.lru_cache(maxsize=4)  # the builder asks for a new file's audio, then for its transcript
+def _layout(ctx: GenContext, task: str, clip: LengthClip) -> _Layout:
+    rng = ctx.rng(task, *clip.key)
+    n = clip.seconds * SAMPLE_RATE
+    noise = rng.standard_normal(n, dtype=np.float32)
+    min_len = int(MIN_FRAGMENT_SECONDS * SAMPLE_RATE)
+    fragments = []
+    for _ in range(int(rng.integers(FRAGMENTS[0], FRAGMENTS[1] + 1))):
+        index = FRAGMENT_BANK_OFFSET + int(rng.integers(FRAGMENT_BANK_SIZE))
+        sound = ctx.sources.one_shots.get(index).wave
+        length = int(rng.integers(min(min_len, len(sound)), min(len(sound), n) + 1))
+        offset = int(rng.integers(0, len(sound) - length + 1))
+        gain = float(rng.uniform(*FRAGMENT_GAIN))
+        fragments.append(_Fragment(index, offset, length, gain, int(rng.integers(0, n - length + 1))))
+    if task == "AudioLength":
+        low, high = SHORT_SILENCE_SECONDS
+        silence = int(rng.uniform(low, min(high, clip.seconds / 4)) * SAMPLE_RATE)
+    else:
+        silence = clip.silence * SAMPLE_RATE
+    start = int(rng.integers(0, n - silence + 1))
+    return _Layout(noise, tuple(fragments), (start, start + silence))
+
+
+def _sound_bed(ctx: GenContext, layout: _Layout) -> np.ndarray:
     """White noise at RMS 0.02 plus 2-10 one-shot fragments (>= 30 ms, gain 0.8-2.0, overlaps allowed).
 
     ``--length-audio clean`` scales the fragments (never the noise floor) so that no sample passes ``PEAK``;
     the original lets their sum clip at full scale."""
-    n = seconds * SAMPLE_RATE
-    wave = rng.standard_normal(n, dtype=np.float32)
+    wave = layout.noise.copy()
     wave *= NOISE_RMS
     clean = ctx.options.length_audio == "clean"
-    fragments = np.zeros(n, dtype=np.float32) if clean else wave
-    min_len = int(MIN_FRAGMENT_SECONDS * SAMPLE_RATE)
-    for _ in range(int(rng.integers(FRAGMENTS[0], FRAGMENTS[1] + 1))):
-        sound = ctx.sources.one_shots.get(FRAGMENT_BANK_OFFSET + int(rng.integers(FRAGMENT_BANK_SIZE))).wave
-        length = int(rng.integers(min(min_len, len(sound)), min(len(sound), n) + 1))
-        offset = int(rng.integers(0, len(sound) - length + 1))
-        gain = float(rng.uniform(*FRAGMENT_GAIN))
-        fragment = dsp.fade(sound[offset : offset + length], SAMPLE_RATE, FRAGMENT_FADE_MS) * gain
-        start = int(rng.integers(0, n - length + 1))
-        fragments[start : start + length] += fragment
+    fragments = np.zeros(len(wave), dtype=np.float32) if clean else wave
+    for part in layout.fragments:
+        sound = ctx.sources.one_shots.get(part.sound).wave
+        fragment = dsp.fade(sound[part.offset : part.offset + part.length], SAMPLE_RATE, FRAGMENT_FADE_MS)
+        fragments[part.start : part.start + part.length] += fragment * part.gain
     if not clean:
         return wave
     room = PEAK - float(np.max(np.abs(wave)))
@@ -92,15 +131,17 @@ def _silence(ctx: GenContext, wave: np.ndarray, start: int, stop: int) -> np.nda
 
 
 def _render(ctx: GenContext, spec: TaskSpec, clip: LengthClip) -> np.ndarray:
-    rng = ctx.rng(spec.name, *clip.key)
-    wave = _sound_bed(ctx, rng, clip.seconds)
-    if spec.name == "AudioLength":
-        low, high = SHORT_SILENCE_SECONDS
-        silence = int(rng.uniform(low, min(high, clip.seconds / 4)) * SAMPLE_RATE)
-    else:
-        silence = clip.silence * SAMPLE_RATE
-    start = int(rng.integers(0, len(wave) - silence + 1))
-    return _silence(ctx, wave, start, start + silence)
+    layout = _layout(ctx, spec.name, clip)
+    return _silence(ctx, _sound_bed(ctx, layout), *layout.silence)
+
+
+def _transcript(ctx: GenContext, spec: TaskSpec, clip: LengthClip) -> str:
+    """The clip's duration and its block of digital silence (none when it lasts 0 s)."""
+    start, stop = _layout(ctx, spec.name, clip).silence
+    if stop - start == clip.seconds * SAMPLE_RATE:
+        return timeline_text(clip.seconds, [], silent=True)
+    silences = [(start / SAMPLE_RATE, stop / SAMPLE_RATE)] if stop > start else []
+    return timeline_text(clip.seconds, silences)
 
 
 def _silence_for_label(rng: np.random.Generator, label: int) -> int:
@@ -187,7 +228,8 @@ def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> Planned
     for clip in _episode_clips(hard, ctx, spec, index):
         path = _path(ctx, spec, hard, clip)
         clips.append((path, str(clip.label)))
-        files.append(PlannedFile(path, functools.partial(_render, ctx, spec, clip)))
+        render, transcript = (functools.partial(f, ctx, spec, clip) for f in (_render, _transcript))
+        files.append(PlannedFile(path, render, transcript))
     return PlannedEpisode(single_clip_episode(ctx, spec, index, clips), tuple(files))
 
 

@@ -8,6 +8,7 @@ import string
 from ..errors import AudioICLError
 from ..seeding import rng_for
 from ..synth import morse
+from ..transcripts import morse_text
 from .base import LabelSpace, TaskSpec, register
 from .context import BuildOptions, GenContext, PlannedEpisode, PlannedFile, TaskGenerator, single_clip_episode
 
@@ -17,6 +18,15 @@ ALPHABET_FOLDER = "data/MorseCode/alphabet"
 
 def _keyed(text: str):
     return functools.partial(morse.key_text, text, morse.MorseStyle())
+
+
+def _transcript(text: str) -> str:
+    """The dots and dashes keyed, letter by letter."""
+    return morse_text([[morse.MORSE_CODE[c] for c in word] for word in text.split()])
+
+
+def _file(path: str, text: str) -> PlannedFile:
+    return PlannedFile(path, _keyed(text), functools.partial(_transcript, text))
 
 
 @functools.lru_cache(maxsize=8)
@@ -39,7 +49,7 @@ def _episode(ctx: GenContext, spec: TaskSpec, index: int) -> PlannedEpisode:
     else:
         words = [morse.WORDS_5[int(i)] for i in rng.choice(len(morse.WORDS_5), ctx.n_clips, replace=False)]
     clips = [(_path(ctx, word), word) for word in words]
-    files = tuple(PlannedFile(path, _keyed(word)) for path, word in clips)
+    files = tuple(_file(path, word) for path, word in clips)
     return PlannedEpisode(single_clip_episode(ctx, spec, index, clips), files)
 
 
@@ -50,7 +60,7 @@ def _path(ctx: GenContext, word: str) -> str:
 
 def _alphabet(ctx: GenContext) -> tuple[PlannedFile, ...]:
     """The optional letter bank shown before the demos: ``A.wav`` ... ``Z.wav``, one letter each."""
-    return tuple(PlannedFile(f"{ALPHABET_FOLDER}/{c}.wav", _keyed(c.lower())) for c in string.ascii_uppercase)
+    return tuple(_file(f"{ALPHABET_FOLDER}/{c}.wav", c.lower()) for c in string.ascii_uppercase)
 
 
 def _check(options: BuildOptions) -> None:

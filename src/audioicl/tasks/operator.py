@@ -11,6 +11,7 @@ import numpy as np
 from ..audio import SAMPLE_RATE
 from ..errors import AudioICLError
 from ..synth import dsp
+from ..transcripts import spoken_text
 from .base import TaskSpec, label_set, register
 from .context import BuildOptions, GenContext, PlannedEpisode, PlannedFile, TaskGenerator, single_clip_episode
 
@@ -109,6 +110,14 @@ def _render_clip(
     return np.concatenate(parts).astype(np.float32)
 
 
+def _transcript(expr: Expression, names: dict[str, str]) -> str:
+    """The spoken digits and, between them, each sound by its name (not by what it stands for)."""
+    parts: list[int | str] = [expr.digits[0]]
+    for op, digit in zip(expr.ops, expr.digits[1:], strict=True):
+        parts += [names[op], digit]
+    return spoken_text(parts)
+
+
 def _expressions(
     ctx: GenContext, rng: np.random.Generator, candidates: tuple[Expression, ...]
 ) -> list[tuple[int, Expression]]:
@@ -141,6 +150,7 @@ def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> Planned
         other_sound = bank.get(HARD_FILLER_BANK_OFFSET + 2 * index + 1)
         other = ("add", "sub")[int(rng.integers(2))]
         sounds = {"mul": mul_sound.wave, other: other_sound.wave}
+        names = {"mul": ctx.sound_name(mul_sound), other: ctx.sound_name(other_sound)}
         candidates = _ternary_candidates(other)
         prefix = (
             f"epi-{index:04d}__ops-mul_{other}__sfxmul-{mul_sound.name}__sfxoth-{other_sound.name}__expr-"
@@ -152,6 +162,7 @@ def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> Planned
         sound = bank.get(FILLER_BANK_OFFSET + index)
         op = operator_of_filler(ctx, sound.name)
         sounds = {op: sound.wave}
+        names = {op: ctx.sound_name(sound)}
         candidates = _binary_candidates(op)
         prefix = neutral = f"epi-{index:04d}__sfx-{sound.name}__"
     fillers = functools.cache(lambda: {op: _prepared_filler(w) for op, w in sounds.items()})
@@ -164,7 +175,7 @@ def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> Planned
             path = f"data/audiooperator/{folder}/{prefix}{expr.text}__ans-{expr.value}__k-{slot:02d}.wav"
         clips.append((path, str(expr.value)))
         render = functools.partial(_render_clip, ctx, spec, index, slot, voice, expr, fillers)
-        files.append(PlannedFile(path, render))
+        files.append(PlannedFile(path, render, functools.partial(_transcript, expr, names)))
     return PlannedEpisode(single_clip_episode(ctx, spec, index, clips), tuple(files))
 
 

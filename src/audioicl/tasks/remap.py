@@ -13,6 +13,7 @@ from ..errors import AudioICLError
 from ..records import Clip, Demo, Episode, Query
 from ..synth import dsp
 from ..synth.percussion import OneShot
+from ..transcripts import sounds_text
 from .base import LabelSpace, TaskSpec, episode_id, register
 from .context import GenContext, PlannedEpisode, PlannedFile, TaskGenerator
 
@@ -104,10 +105,15 @@ def _clips(
         Clip(pair.path(pair.b), pair.letters[1], "B"),
         Clip(mix, pair.spell(pattern) if answer_shown else None, "MIX"),
     )
+    names = {"A": ctx.sound_name(pair.a), "B": ctx.sound_name(pair.b)}  # which sound plays, not its letter
+
+    def transcript(which: str) -> functools.partial[str]:
+        return functools.partial(sounds_text, tuple(names[c] for c in which))
+
     files = [
-        PlannedFile(pair.path(pair.a), functools.partial(_reference, pair, 0)),
-        PlannedFile(pair.path(pair.b), functools.partial(_reference, pair, 1)),
-        PlannedFile(mix, functools.partial(_render_mix, pair, pattern)),
+        PlannedFile(pair.path(pair.a), functools.partial(_reference, pair, 0), transcript("A")),
+        PlannedFile(pair.path(pair.b), functools.partial(_reference, pair, 1), transcript("B")),
+        PlannedFile(mix, functools.partial(_render_mix, pair, pattern), transcript(pattern)),
     ]
     return clips, files
 
