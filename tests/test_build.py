@@ -72,7 +72,17 @@ def test_manifest_lists_every_file_with_its_hash(built):
         f"{e['sha256']}  {e['path']}\n" for e in sorted(manifest["files"], key=lambda e: e["path"])
     )
     assert manifest["fingerprint"] == hashlib.sha256(lines.encode()).hexdigest() == read_fingerprint(built)
-    assert manifest["totals"]["audio_files"] == len(on_disk) - 3
+    assert "meta/transcripts.jsonl" in listed  # the transcripts sidecar, beside the three meta files
+    assert manifest["totals"]["audio_files"] == len(on_disk) - 4
+
+
+def test_transcripts_sidecar_covers_every_clip_but_machine_recordings(built):
+    """One line per audio file, sorted by path; machine recordings are measured when asked, not listed."""
+    lines = [json.loads(line) for line in (built / "meta/transcripts.jsonl").read_text().splitlines()]
+    paths = [line["audio_path"] for line in lines]
+    assert paths == sorted(paths) and all(set(line) == {"audio_path", "transcript"} for line in lines)
+    audio = {str(p.relative_to(built)) for p in (built / "data").rglob("*.wav")}
+    assert set(paths) == {p for p in audio if not p.startswith("data/anomalous/")}
 
 
 def test_card_describes_each_task(built):

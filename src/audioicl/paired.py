@@ -10,8 +10,10 @@ paired difference: what matters is on how many episodes one side is right and th
   B-only right) against 1/2.
 
 Over tasks, the mean of the per-task Δacc (every task weighs the same, as in the report's mean row) with a
-paired bootstrap: episodes resampled with replacement within each task (``BOOTSTRAP_DRAWS`` draws, a fixed
-seed), percentile interval, and a two-sided p value from the share of draws on either side of zero.
+paired bootstrap interval (episodes resampled with replacement within each task, ``DRAWS`` draws, a fixed
+seed, percentiles) and the p value of a paired randomisation test (each episode's two answers swapped with
+probability 1/2 within its task, ``DRAWS`` draws; p = (1 + draws at least as extreme) / (1 + DRAWS)), which
+unlike a bootstrap p value stays honest for the few episodes of a small run.
 
 Significance at 95 % is decided after the Holm–Bonferroni correction over every test of one report (all
 tasks and the mean, of every comparison), stated in the report.
@@ -34,7 +36,7 @@ from .scoring import find_result_files, iter_scored_lines, wilson_interval
 from .seeding import rng_for
 
 ALPHA = 0.05
-BOOTSTRAP_DRAWS = 4000
+DRAWS = 4000
 MEAN_TASK = "mean over tasks"
 CORRECTION = "Holm-Bonferroni"
 
@@ -146,23 +148,34 @@ def _task_comparison(label: str, task: str, pairs: list[tuple[bool, bool]]) -> C
     )
 
 
+def _differences(pairs: Mapping[str, list[tuple[bool, bool]]]) -> list[np.ndarray]:
+    return [np.array([int(y) - int(x) for x, y in task_pairs], dtype=float) for task_pairs in pairs.values()]
+
+
 def bootstrap_mean(
-    pairs: Mapping[str, list[tuple[bool, bool]]], draws: int = BOOTSTRAP_DRAWS, seed: int = 0
-) -> tuple[float, float, float]:
-    """Percentile 95 % interval of the mean over tasks of Δacc, resampling episodes within each task, and
-    the two-sided bootstrap p value (twice the smaller share of draws at or beyond zero, at most 1)."""
+    pairs: Mapping[str, list[tuple[bool, bool]]], draws: int = DRAWS, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile 95 % interval of the mean over tasks of Δacc, resampling episodes within each task."""
     rng = rng_for(seed, "paired-bootstrap")
     total = np.zeros(draws)
-    for task_pairs in pairs.values():
-        diff = np.array([int(y) - int(x) for x, y in task_pairs], dtype=float)
-        picks = rng.integers(0, len(diff), size=(draws, len(diff)))
-        total += diff[picks].mean(axis=1)
-    means = total / max(len(pairs), 1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    if np.all(means == 0):
-        return 0.0, 0.0, 1.0
-    p = min(1.0, 2.0 * min(float(np.mean(means <= 0)), float(np.mean(means >= 0))))
-    return float(low), float(high), p
+    for diff in _differences(pairs):
+        total += diff[rng.integers(0, len(diff), size=(draws, len(diff)))].mean(axis=1)
+    low, high = np.quantile(total / max(len(pairs), 1), [0.025, 0.975])
+    return float(low), float(high)
+
+
+def randomization_p(pairs: Mapping[str, list[tuple[bool, bool]]], draws: int = DRAWS, seed: int = 0) -> float:
+    """Two-sided p value of the mean over tasks of Δacc under the null that A and B are exchangeable on
+    every episode: each episode's difference flips sign with probability 1/2."""
+    rng = rng_for(seed, "paired-randomization")
+    diffs = _differences(pairs)
+    observed = abs(sum(d.mean() for d in diffs))
+    total = np.zeros(draws)
+    for diff in diffs:
+        signs = rng.integers(0, 2, size=(draws, len(diff))) * 2 - 1
+        total += (signs * diff).mean(axis=1)
+    extreme = int(np.sum(np.abs(total) >= observed - 1e-12))
+    return (1 + extreme) / (1 + draws)
 
 
 def compare(a: Outcomes, b: Outcomes, label: str) -> list[Comparison]:
@@ -170,7 +183,8 @@ def compare(a: Outcomes, b: Outcomes, label: str) -> list[Comparison]:
     pairs = _shared(a, b)
     rows = [_task_comparison(label, task, task_pairs) for task, task_pairs in pairs.items()]
     if len(rows) > 1:
-        low, high, p = bootstrap_mean(pairs)
+        low, high = bootstrap_mean(pairs)
+        p = randomization_p(pairs)
         mean_a = float(np.mean([r.acc_a for r in rows]))
         mean_b = float(np.mean([r.acc_b for r in rows]))
         rows.append(Comparison(label, MEAN_TASK, sum(r.n for r in rows), mean_a, mean_b, low, high, p))
@@ -286,6 +300,7 @@ def markdown_comparisons(rows: Sequence[Comparison]) -> str:
 SIGNIFICANCE_NOTE = (
     "Δ = accuracy of B minus accuracy of A on the episodes both answered. Per task: Newcombe's paired "
     "interval and the exact McNemar test (A only / B only: episodes only that side got right); mean over "
-    f"tasks: paired bootstrap over episodes within tasks ({BOOTSTRAP_DRAWS} draws). * = significant at 95 % "
+    f"tasks: paired bootstrap interval and paired randomisation test over episodes within tasks ({DRAWS} "
+    "draws each). * = significant at 95 % "
     f"after the {CORRECTION} correction over every p value of this table."
 )

@@ -178,6 +178,7 @@ def dumps_sidecar(transcripts: Mapping[str, str]) -> str:
 
 def write_sidecar(root: Path, transcripts: Mapping[str, str]) -> str:
     """Write ``ROOT/meta/transcripts.jsonl``; returns its path relative to ``root``."""
+    (root / TRANSCRIPTS_PATH).parent.mkdir(parents=True, exist_ok=True)
     write_atomic(root / TRANSCRIPTS_PATH, dumps_sidecar(transcripts))
     return TRANSCRIPTS_PATH
 
