@@ -9,11 +9,11 @@ from audioicl.paired import (
     MEAN_TASK,
     adjust,
     bootstrap_mean,
-    randomization_p,
     compare,
     holm,
     mcnemar_exact,
     newcombe_paired,
+    randomization_p,
     read_per_example,
 )
 

@@ -148,6 +148,8 @@ def run_study(options: StudyOptions, say: Callable[[str], None] = print) -> Stud
         for number, (c, ks) in enumerate(plans, start=1):
             say(f"[{number}/{len(plans)}] {c.name}: k = {', '.join(map(str, ks))}")
             runs[c.name] = run(run_options(options, c, ks), say, backend=backend)
+            for k_summary in runs[c.name].ks:
+                say(f"  {k_summary.line()}")
     finally:
         backend.close()
     summary = options.out / "scores" / "summary.csv"

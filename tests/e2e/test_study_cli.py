@@ -1,0 +1,194 @@
+"""A researcher's path through the study conditions, as subprocesses on a fresh build: ``run --k 0``,
+``run --control NAME`` for each control, ``run --probe``, ``score`` and ``report`` with the conditions side by
+side, ``compare``, and ``study`` in one command (with the built-in solvers and with a tiny model)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CONTROLS = ("random-labels", "no-audio", "noise-query", "swapped-query", "transcript")
+TASKS = 9
+
+
+def audioicl(*args: object, rc: int = 0) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "audioicl", *map(str, args)], capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == rc, proc.stderr[-3000:] + proc.stdout[-2000:]
+    return proc
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+def summary(path: Path) -> dict[tuple[str, int, str], float]:
+    with path.open(newline="") as handle:
+        return {
+            (r["model"], int(r["shots"]), r["task"]): float(r["accuracy"]) for r in csv.DictReader(handle)
+        }
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """Two episodes of every task, k = 1 and 2."""
+    root = tmp_path_factory.mktemp("study-e2e") / "bench"
+    audioicl("build", "--out", root, "--episodes", 2, "--k", "1,2", "--quiet", "--workers", 1)
+    return root
+
+
+def test_zero_shot_controls_and_probes_side_by_side(built, tmp_path):
+    out = tmp_path / "results"
+    proc = audioicl("run", "--data", built, "--model", "builtin:icl", "--out", out, "--k", "0-2")
+    assert f"k=0: {2 * TASKS} written (0 errors)" in proc.stdout
+    for control in CONTROLS:
+        proc = audioicl("run", "--data", built, "--model", "builtin:icl", "--out", out, "--control", control)
+        for k in (1, 2):
+            assert f"k={k}: {2 * TASKS} written (0 errors), 0 skipped" in proc.stdout
+            assert f"icl+{control}_results_k{k}.jsonl" in proc.stdout
+    proc = audioicl("run", "--data", built, "--model", "builtin:icl", "--out", out, "--probe")
+    assert f"k=0: {2 * TASKS} written (0 errors)" in proc.stdout
+    again = audioicl(
+        "run", "--data", built, "--model", "builtin:icl", "--out", out, "--control", "transcript"
+    )
+    assert f"k=2: 0 written (0 errors), {2 * TASKS} skipped" in again.stdout  # resumes like every run
+
+    for line in lines(out / "icl+no-audio_results_k2.jsonl"):
+        assert (
+            "<audio>" not in line["prompt"]
+            and line["audio_sha256"] == lines(out / "icl+no-audio_results_k1.jsonl")[0]["audio_sha256"]
+        )
+    for line in lines(out / "icl+transcript_results_k1.jsonl"):
+        assert "(transcript: " in line["prompt"] and "<audio>" not in line["prompt"]
+    noisy = lines(out / "icl+noise-query_results_k1.jsonl")
+    assert {x["audio_paths"][-1] for x in noisy} == {"control:noise"}
+
+    scores = tmp_path / "scores" / "summary.csv"
+    audioicl("score", "--in", out, "--out", scores)
+    found = summary(scores)
+    models = {m for m, _, _ in found}
+    assert models == {"icl", "icl+probe", *(f"icl+{c}" for c in CONTROLS)}
+    assert {k for m, k, _ in found if m == "icl"} == {0, 1, 2} and {
+        k for m, k, _ in found if m == "icl+probe"
+    } == {0}
+    mean = lambda model, k: sum(v for (m, kk, _), v in found.items() if (m, kk) == (model, k)) / TASKS  # noqa: E731
+    assert mean("icl", 2) > mean("icl+random-labels", 2) and mean("icl", 2) > mean("icl+noise-query", 2)
+    assert mean("icl+transcript", 2) >= mean("icl", 2) - 0.12  # AnomalyDetect's measurements differ
+    proc = audioicl(
+        "report", "--scores", scores, "--results", out, "--out", tmp_path / "report", "--examples", 1
+    )
+    assert "9 task plots" in proc.stdout
+    table = (tmp_path / "report" / "report.md").read_text()
+    assert "icl+random-labels k=2" in table and "icl k=0" in table and "icl+probe k=0" in table
+
+    compared = audioicl(
+        "compare", out, out, "--model-a", "icl", "--model-b", "icl+random-labels", "--out", tmp_path / "c.md"
+    )
+    assert "| B vs A k=1 | AudioCount |" in compared.stdout and "mean over tasks" in compared.stdout
+    assert "Holm-Bonferroni" in (tmp_path / "c.md").read_text()
+    bad = audioicl("compare", out, out, rc=2)
+    assert "pick one with --model-a" in bad.stderr
+
+
+def test_compare_per_example_csvs(built, tmp_path):
+    out = tmp_path / "results"
+    for model in ("builtin:oracle", "builtin:random"):
+        audioicl("run", "--data", built, "--model", model, "--out", out, "--k", 2)
+    audioicl("score", "--in", out, "--out", tmp_path / "s.csv", "--per-example-dir", tmp_path / "ex")
+    proc = audioicl("compare", tmp_path / "ex" / "random_k2.csv", tmp_path / "ex" / "oracle_k2.csv")
+    rows = [r for r in proc.stdout.splitlines() if r.startswith("| B vs A |")]
+    assert len(rows) == TASKS + 1 and rows[-1].startswith("| B vs A | mean over tasks | 18 |")
+
+
+def test_study_in_one_command_then_resumed(built, tmp_path):
+    out = tmp_path / "study"
+    proc = audioicl("study", "--data", built, "--model", "builtin:icl", "--out", out)
+    assert "[9/9] probe: k = 0" in proc.stdout and "study.html" in proc.stdout
+    text = (out / "study.md").read_text()
+    assert "## Claims the numbers support" in text and "The model listens to the query" in text
+    assert "| AudioCount |" in text and "perception (probe)" in text and "text ICL (transcript)" in text
+    with (out / "comparisons.csv").open(newline="") as handle:
+        comparisons = list(csv.DictReader(handle))
+    labels = {r["comparison"] for r in comparisons}
+    assert {
+        "plain k=1 vs k=0",
+        "plain k=2 vs k=1",
+        "plain k=2 vs k=0",
+        "transcript vs plain k=2",
+        "probe vs plain k=2",
+    } <= labels
+    assert {"general vs plain k=2", "none vs plain k=2", "random-labels vs plain k=2"} <= labels
+    html = (out / "study.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "data:image/png;base64," in html
+    again = audioicl(
+        "study", "--data", built, "--model", "builtin:icl", "--out", out, "--conditions", "plain,probe"
+    )
+    assert f"k=2: 0 written (0 errors), {2 * TASKS} skipped" in again.stdout
+    bad = audioicl(
+        "study",
+        "--data",
+        built,
+        "--model",
+        "builtin:icl",
+        "--out",
+        out,
+        "--conditions",
+        "plain,shuffle",
+        rc=2,
+    )
+    assert "unknown condition 'shuffle'" in bad.stderr
+
+
+def test_study_of_a_tiny_model_runs_every_condition(built, tiny_checkpoints, tmp_path):
+    """The hf backend gets every condition as every backend does: chats with and without audio, text in
+    place of clips, a noise clip."""
+    pytest.importorskip("torch")
+    checkpoint = tmp_path / "Qwen2-Audio-7B-Instruct"
+    shutil.copytree(tiny_checkpoints["qwen2-audio"], checkpoint)
+    out = tmp_path / "study"
+    proc = audioicl(
+        "study",
+        "--data",
+        built,
+        "--model",
+        f"hf:{checkpoint}",
+        "--out",
+        out,
+        "--k",
+        "0,1",
+        "--limit",
+        1,
+        "-o",
+        "dtype=fp32",
+        "-o",
+        "device=cpu",
+        "--max-new-tokens",
+        4,
+    )
+    assert "errors" not in proc.stdout.split("wrote")[-1]
+    found = summary(out / "scores" / "summary.csv")
+    name = "Qwen2-Audio-7B-Instruct"
+    expected = {
+        name,
+        f"{name}+style-general",
+        f"{name}+style-none",
+        f"{name}+probe",
+        *(f"{name}+{c}" for c in CONTROLS),
+    }
+    assert {m for m, _, _ in found} == expected
+    for path in (out / "results").glob("*_results_k*.jsonl"):
+        for line in lines(path):
+            assert line["status"] == "ok" and isinstance(line["response"], str), (
+                path.name,
+                line.get("error"),
+            )
+            audio = line["usage"].get("audio_tokens", 0)
+            assert (audio == 0) == ("+no-audio" in path.name or "+transcript" in path.name), path.name
+    assert (out / "study.md").is_file()
