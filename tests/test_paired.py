@@ -13,6 +13,7 @@ from audioicl.paired import (
     holm,
     mcnemar_exact,
     newcombe_paired,
+    newcombe_unpaired,
     randomization_p,
     read_per_example,
 )
@@ -44,19 +45,43 @@ def test_holm_adjusts_in_order_and_keeps_monotone():
     assert holm([]) == []
 
 
-def test_bootstrap_interval_and_randomization_p_of_the_mean_over_tasks():
+def test_bootstrap_interval_and_exact_randomization_p_of_the_mean_over_tasks():
     always = {"t1": [(False, True)] * 4, "t2": [(False, True)] * 6}
     assert bootstrap_mean(always) == (1.0, 1.0)
-    # exact: the 2^10 sign patterns, only the two all-same ones reach |mean| 1 -> p = 2/1024, estimated
-    assert randomization_p(always, draws=20000) == pytest.approx(2 / 1024, abs=1e-3)
+    # unequal n: weights 1/4 and 1/6; only the two all-same sign patterns of the 2^10 reach |mean| 1
+    assert randomization_p(always) == pytest.approx(2 / 2**10)
     same = {"t1": [(True, True), (False, False)]}
     assert bootstrap_mean(same) == (0.0, 0.0) and randomization_p(same) == 1.0
     mixed = {"t1": [(True, False), (False, True)] * 5, "t2": [(False, True)] * 3 + [(True, True)] * 7}
     low, high = bootstrap_mean(mixed)
     assert low < 0.15 < high and bootstrap_mean(mixed) == (low, high)  # a fixed seed
-    # 13 discordant episodes (same weight: 10 a task), observed sum 3: P(|sum of 13 random signs| >= 3) is
-    # 1 - P(sum = +-1) = 1 - 2 * C(13, 6) / 2^13 = 0.5811
-    assert randomization_p(mixed, draws=20000) == pytest.approx(1 - 2 * 1716 / 2**13, abs=0.015)
+    # equal n: the exact McNemar test of the pooled discordant pairs (5 + 0 against 5 + 3)
+    assert randomization_p(mixed) == pytest.approx(mcnemar_exact(5, 8))
+    assert randomization_p(mixed) == pytest.approx(1 - 2 * 1716 / 2**13)  # 1 - P(sum of 13 signs = +-1)
+    # unequal n, checked by enumerating all 2^5 sign patterns of the discordant episodes
+    uneven = {
+        "t1": [(False, True), (True, False), (True, True)],
+        "t2": [(False, True), (False, True), (False, True), (True, True)],
+    }
+    weights = [1 / 3, 1 / 3, 1 / 4, 1 / 4, 1 / 4]
+    observed = abs(1 / 3 - 1 / 3 + 3 / 4)
+    patterns = [[1 - 2 * ((code >> i) & 1) for i in range(5)] for code in range(32)]
+    exact = (
+        sum(
+            abs(sum(w * s for w, s in zip(weights, signs, strict=True))) >= observed - 1e-12
+            for signs in patterns
+        )
+        / 32
+    )
+    assert randomization_p(uneven) == pytest.approx(exact)
+
+
+def test_unpaired_newcombe_interval():
+    low, high = newcombe_unpaired(10, 20, 15, 20)
+    assert low < 0.25 < high and newcombe_unpaired(15, 20, 10, 20) == (
+        pytest.approx(-high),
+        pytest.approx(-low),
+    )
 
 
 def test_compare_pairs_episodes_by_task_and_id():

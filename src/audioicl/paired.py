@@ -11,9 +11,12 @@ paired difference: what matters is on how many episodes one side is right and th
 
 Over tasks, the mean of the per-task Δacc (every task weighs the same, as in the report's mean row) with a
 paired bootstrap interval (episodes resampled with replacement within each task, ``DRAWS`` draws, a fixed
-seed, percentiles) and the p value of a paired randomisation test (each episode's two answers swapped with
-probability 1/2 within its task, ``DRAWS`` draws; p = (1 + draws at least as extreme) / (1 + DRAWS)), which
-unlike a bootstrap p value stays honest for the few episodes of a small run.
+seed, percentiles) and the exact p value of the paired randomisation test: under the null each episode's
+two answers are exchangeable, so each discordant episode adds ±1/n_task with probability 1/2; the
+distribution of the mean is the convolution of one scaled binomial per task (with the same n in every task
+it is the exact McNemar test of the pooled discordant pairs). Unlike a bootstrap p value it stays honest
+for the few episodes of a small run, and unlike a Monte Carlo one it can be small enough to survive a
+correction over many tests.
 
 Significance at 95 % is decided after the Holm–Bonferroni correction over every test of one report (all
 tasks and the mean, of every comparison), stated in the report.
@@ -164,18 +167,45 @@ def bootstrap_mean(
     return float(low), float(high)
 
 
-def randomization_p(pairs: Mapping[str, list[tuple[bool, bool]]], draws: int = DRAWS, seed: int = 0) -> float:
-    """Two-sided p value of the mean over tasks of Δacc under the null that A and B are exchangeable on
-    every episode: each episode's difference flips sign with probability 1/2."""
-    rng = rng_for(seed, "paired-randomization")
-    diffs = _differences(pairs)
-    observed = abs(sum(d.mean() for d in diffs))
-    total = np.zeros(draws)
-    for diff in diffs:
-        signs = rng.integers(0, 2, size=(draws, len(diff))) * 2 - 1
-        total += (signs * diff).mean(axis=1)
-    extreme = int(np.sum(np.abs(total) >= observed - 1e-12))
-    return (1 + extreme) / (1 + draws)
+def randomization_p(pairs: Mapping[str, list[tuple[bool, bool]]]) -> float:
+    """Exact two-sided p value of the mean over tasks of Δacc under the null that A and B are exchangeable
+    on every episode (see the module docstring)."""
+    counts = []  # per task: n, only B right, only A right
+    for task_pairs in pairs.values():
+        only_b = sum(1 for x, y in task_pairs if y and not x)
+        only_a = sum(1 for x, y in task_pairs if x and not y)
+        counts.append((len(task_pairs), only_b, only_a))
+    scale = math.lcm(*(n for n, _, _ in counts)) if counts else 1
+    pmf = np.ones(1)
+    span = 0  # the distribution covers sums -span..span (in units of 1/scale)
+    observed = 0
+    for n, only_b, only_a in counts:
+        weight, m = scale // n, only_b + only_a
+        observed += weight * (only_b - only_a)
+        task = np.zeros(2 * weight * m + 1)
+        task[:: 2 * weight] = [math.comb(m, j) / 2**m for j in range(m + 1)]  # sum weight*(2j - m)
+        pmf = np.convolve(pmf, task) if len(pmf) * len(task) < 5e7 else _fft_convolve(pmf, task)
+        span += weight * m
+    values = np.arange(-span, span + 1)
+    return float(min(1.0, pmf[np.abs(values) >= abs(observed)].sum()))
+
+
+def _fft_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    size = len(a) + len(b) - 1
+    out = np.fft.irfft(np.fft.rfft(a, size) * np.fft.rfft(b, size), size)
+    return np.clip(out, 0.0, None)
+
+
+def newcombe_unpaired(x1: int, n1: int, x2: int, n2: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % interval of p2 − p1 for independent proportions (Newcombe's method 10, from Wilson intervals)."""
+    p1, p2 = x1 / n1, x2 / n2
+    l1, u1 = wilson_interval(x1, n1, z)
+    l2, u2 = wilson_interval(x2, n2, z)
+    delta = p2 - p1
+    return (
+        delta - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2),
+        delta + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2),
+    )
 
 
 def compare(a: Outcomes, b: Outcomes, label: str) -> list[Comparison]:
@@ -300,7 +330,7 @@ def markdown_comparisons(rows: Sequence[Comparison]) -> str:
 SIGNIFICANCE_NOTE = (
     "Δ = accuracy of B minus accuracy of A on the episodes both answered. Per task: Newcombe's paired "
     "interval and the exact McNemar test (A only / B only: episodes only that side got right); mean over "
-    f"tasks: paired bootstrap interval and paired randomisation test over episodes within tasks ({DRAWS} "
-    "draws each). * = significant at 95 % "
+    f"tasks: paired bootstrap interval ({DRAWS} draws) and exact paired randomisation test over episodes "
+    "within tasks. * = significant at 95 % "
     f"after the {CORRECTION} correction over every p value of this table."
 )

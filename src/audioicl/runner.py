@@ -13,6 +13,11 @@ settings that change what a line says. Several models share a folder, and one mo
 other k, other tasks, another ``--limit`` or ``--batch-size`` (each run's selection is added to the record);
 a run whose settings differ from the record is refused, naming each setting that differs.
 
+k = 0 without a k = 0 meta file asks the queries of the smallest k file zero-shot (instruction and query).
+A study condition (``control``: a ``controls`` transformation of every prompt; ``probe``: the perception
+probes at k = 0) is part of the settings and of the model name, ``<model>+<condition>``, so its files sit
+beside the plain run's.
+
 An episode whose audio cannot be read, or has a clip longer than the backend accepts, gets a line with
 ``status: "error"`` and the reason; it is never skipped. Error lines stay in the log (a rerun reports them)
 unless ``retry_errors`` removes them first so that their episodes run again.
@@ -404,7 +409,7 @@ class _Prepared:
 
 
 @dataclass(frozen=True)
-class Study:
+class StudySetup:
     """What a study condition adds to a run: the control, the swapped-query partners per k, the built
     transcripts, and episodes that get an error line instead of a prompt (a probe without its answer)."""
 
@@ -425,7 +430,7 @@ class PromptMaker:
     bank: tuple[AudioPart, ...]
     clips: ClipStore
     max_clip_seconds: float | None
-    study: Study = field(default_factory=lambda: Study())
+    study: StudySetup = field(default_factory=lambda: StudySetup())
 
     def prepare(self, work: Work) -> _Prepared:
         problem = self.study.problems.get(work.episode.id)
@@ -592,7 +597,7 @@ def _validate(options: RunOptions) -> None:
 
 def _study_episodes(
     options: RunOptions, metas: Mapping[int, Path], sidecar: Sidecar | None
-) -> tuple[dict[int, list[Episode]], Study]:
+) -> tuple[dict[int, list[Episode]], StudySetup]:
     """Each k's episodes as the condition asks for them (k = 0 read from a k >= 1 file without its demos; a
     probe per episode), and what the condition needs to make its prompts."""
     episodes: dict[int, list[Episode]] = {}
@@ -612,7 +617,7 @@ def _study_episodes(
             )  # from the whole file: the same whatever the selection
         episodes[k] = read
     control = CONTROLS.get(options.control) if options.control else None
-    return episodes, Study(control, partners, sidecar, problems)
+    return episodes, StudySetup(control, partners, sidecar, problems)
 
 
 def _prompt_set(options: RunOptions) -> PromptSet:
