@@ -28,7 +28,8 @@ def dataset(tmp_path_factory):
 def test_build_writes_the_dataset_and_a_summary(dataset):
     root, done = dataset
     assert "built 6 episodes" in done.stdout and "audio files" in done.stdout and " MB" in done.stdout
-    assert sorted(p.name for p in (root / "meta").iterdir()) == ["meta_k1.jsonl", "meta_k2.jsonl"]
+    meta = sorted(p.name for p in (root / "meta").iterdir())
+    assert meta == ["meta_k1.jsonl", "meta_k2.jsonl", "transcripts.jsonl"]
     first = json.loads((root / "meta/meta_k2.jsonl").read_text().splitlines()[0])
     assert first["id"] == "AudioICL00001" and first["task"] == "AudioCount" and len(first["demos"]) == 2
     manifest = json.loads((root / "manifest.json").read_text())
