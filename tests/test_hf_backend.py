@@ -19,7 +19,7 @@ pytest.importorskip("torchvision")
 from audioicl.audio import SAMPLE_RATE, write_wav  # noqa: E402
 from audioicl.backends import load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
-from audioicl.backends.rendering import FAMILIES, family_of  # noqa: E402
+from audioicl.backends.rendering import FAMILIES, family_of, render_chat  # noqa: E402
 from audioicl.errors import AudioICLError  # noqa: E402
 from audioicl.meta import read_meta  # noqa: E402
 from audioicl.prompts import AudioPart, ClipStore, build_prompt  # noqa: E402
@@ -151,7 +151,8 @@ def test_prompt_tokens_follow_the_original_layout(backends, tiny_dataset, family
     request = next(
         r for r in requests_for(tiny_dataset, k=2, family=spec.system_family) if r.task == "AudioCount"
     )
-    (prepared,) = [backend._prepare(0, request)]
+    text, parts = render_chat(request.chat, spec, backend.processor.apply_chat_template)
+    prepared = backend._prepare_text(0, text, parts)
     tokens = backend._inputs([prepared])["input_ids"][0].tolist()
 
     system = request.chat.messages[0].content[0].text
