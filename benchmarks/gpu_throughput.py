@@ -78,6 +78,16 @@ def encoder_positions(family: str, audio_tokens: int, clips: int) -> float:
     return float(audio_tokens)
 
 
+def profile_one_window(backend: HFBackend, options: RunOptions) -> None:
+    """The GPU operators of one window of prompts (k = 3, one episode per task), by CUDA time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    probe = RunOptions(**{**options.__dict__, "out": options.out / "profile", "limit": 4, "shots": (3,)})
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        run(probe, report=lambda _: None, backend=backend)
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=60))
+
+
 def clip_seconds(data: Path, paths: list[str], cache: dict[str, float]) -> float:
     total = 0.0
     for path in paths:
@@ -115,6 +125,8 @@ def measure(family: str, args: argparse.Namespace, ceiling: float) -> dict[str, 
     run(warm, report=lambda _: None, backend=backend)  # kernels compiled, allocator warm
     backend.features.__init__(backend.features.max_bytes)
     backend.seconds = dict.fromkeys(backend.seconds, 0.0)
+    if args.profile:
+        profile_one_window(backend, options)
     torch.cuda.synchronize()
     started = time.perf_counter()
     summary = run(options, report=lambda _: None, backend=backend)
@@ -170,6 +182,7 @@ def main() -> None:
     )
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--profile", action="store_true", help="print the GPU operators of one window first")
     args = parser.parse_args()
 
     ceiling = matmul_ceiling()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -247,6 +248,7 @@ def test_out_of_memory_halves_the_batch_down_to_one(backends, tiny_dataset, monk
 
     def fault(batch, config):  # the fault hook: more than two prompts run out of memory
         sizes.append(len(batch))
+        assert sys.exc_info() == (None, None, None)  # a retry must not hold the failed attempt's memory
         if len(batch) > 2:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
         return real(batch, config)

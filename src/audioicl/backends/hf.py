@@ -436,17 +436,21 @@ class HFBackend:
         return text
 
     def _run(self, batch: Sequence[_Prepared], config: GenerationConfig) -> list[Response]:
-        """``batch``'s responses; out of memory halves it (down to one prompt, then an error response)."""
+        """``batch``'s responses; out of memory halves it (down to one prompt, then an error response).
+
+        The retry happens after the ``except`` block: inside it, the exception's traceback still holds the
+        failed attempt's activations, and the retry would run out of memory too."""
         try:
             return self._generate_batch(batch, config)
         except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
             if not _is_out_of_memory(exc):
                 raise
-            self._free_cache()
-            if len(batch) == 1:
-                return [Response.failed(f"out of memory on one prompt ({self.device}): {exc}")]
-            half = len(batch) // 2
-            return self._run(batch[:half], config) + self._run(batch[half:], config)
+            error = f"out of memory on one prompt ({self.device}): {exc}"
+        self._free_cache()
+        if len(batch) == 1:
+            return [Response.failed(error)]
+        half = len(batch) // 2
+        return self._run(batch[:half], config) + self._run(batch[half:], config)
 
     def _free_cache(self) -> None:
         gc.collect()
