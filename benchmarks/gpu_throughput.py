@@ -109,6 +109,7 @@ def measure(family: str, args: argparse.Namespace, ceiling: float) -> dict[str, 
         processor=processor,
         model_family=spec,
         device=torch.device("cuda"),
+        kv_cache=args.cache,
     )
     counts = parameter_counts(model)
     out = Path(tempfile.mkdtemp(prefix=f"gpu-{family}-"))
@@ -182,6 +183,7 @@ def main() -> None:
     )
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--cache", default="dynamic", choices=("dynamic", "static"), help="KV cache")
     parser.add_argument("--profile", action="store_true", help="print the GPU operators of one window first")
     args = parser.parse_args()
 
@@ -197,7 +199,7 @@ def main() -> None:
     for family, batch in runs:
         limit = args.omni_limit if family != "qwen2-audio" and args.omni_limit else args.limit
         family_args = argparse.Namespace(**{**vars(args), "limit": limit, "batch_size": batch})
-        label = f"{family} b{batch}"
+        label = f"{family} b{batch} {args.cache}"
         rows[label] = measure(family, family_args, ceiling)
         print(label, json.dumps({k: round(v, 3) for k, v in rows[label].items()}), flush=True)
     header = (

@@ -15,7 +15,8 @@ prompt; a prompt that still fails (or cannot be rendered or processed) gets an e
 
 Options (``--backend-option KEY=VALUE``): ``dtype`` auto|bf16|fp16|fp32 (auto: bf16 on a GPU that has it,
 else fp32), ``device`` (auto: cuda when there is one, else cpu; or cuda:1, cpu ...), ``attn``
-sdpa|flash_attention_2|eager, ``trust_remote_code`` true|false (false unless asked).
+sdpa|flash_attention_2|eager, ``trust_remote_code`` true|false (false unless asked), ``cache`` dynamic|static
+(transformers' KV cache: static preallocates instead of growing by concatenation).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from ..prompts import AudioPart
 from .base import Backend, GenerationConfig, Request, Response, Usage, register_backend
 from .rendering import FAMILIES, AudioFamily, family_of, generic_family, render_chat
 
-OPTIONS = ("seed", "dtype", "device", "attn", "trust_remote_code")
+OPTIONS = ("seed", "dtype", "device", "attn", "trust_remote_code", "cache")
+CACHES = ("dynamic", "static")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ATTENTION = ("sdpa", "flash_attention_2", "eager")
 PREFETCH_CLIPS = 64  # clips per processor call when extracting ahead
@@ -56,6 +58,7 @@ class HFSettings:
     attn: str = "sdpa"
     trust_remote_code: bool = False
     seed: int = 0
+    cache: str = "dynamic"
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> HFSettings:
@@ -70,6 +73,9 @@ class HFSettings:
         attn = str(options.get("attn", "sdpa"))
         if attn not in ATTENTION:
             raise AudioICLError(f"backend option attn must be one of {', '.join(ATTENTION)}, got {attn!r}")
+        cache = str(options.get("cache", "dynamic"))
+        if cache not in CACHES:
+            raise AudioICLError(f"backend option cache must be dynamic or static, got {cache!r}")
         remote = str(options.get("trust_remote_code", "false")).lower()
         if remote not in ("true", "false", "1", "0", "yes", "no"):
             raise AudioICLError(f"backend option trust_remote_code must be true or false, got {remote!r}")
@@ -79,6 +85,7 @@ class HFSettings:
             attn=attn,
             trust_remote_code=remote in ("true", "1", "yes"),
             seed=int(options.get("seed", 0)),  # type: ignore[call-overload]
+            cache=cache,
         )
 
     def torch_device(self) -> torch.device:
@@ -265,6 +272,7 @@ class HFBackend:
     device: torch.device
     info: Mapping[str, Any] = field(default_factory=dict)
     feature_cache_mb: int = 2048
+    kv_cache: str = "dynamic"  # transformers' cache_implementation: dynamic grows by concatenation
 
     def __post_init__(self) -> None:
         extractor = self.processor.feature_extractor
@@ -407,6 +415,7 @@ class HFBackend:
                 num_beams=1,
                 eos_token_id=self.stop_ids,
                 pad_token_id=self.pad_token_id,
+                **({"cache_implementation": self.kv_cache} if self.kv_cache != "dynamic" else {}),
             )
         sequences = out if isinstance(out, torch.Tensor) else out.sequences
         self.seconds["generate"] += time.perf_counter() - started
@@ -514,4 +523,5 @@ def make_hf(name: str, **options: object) -> Backend:
         model_family=loaded.family,
         device=device,
         info=backend_info(loaded, settings, device),
+        kv_cache=settings.cache,
     )
