@@ -139,7 +139,10 @@ def sources_section(corpora: tuple[SourceUse, ...]) -> list[str]:
         for record in fetched:
             credit = f"- {record.info.title}: {record.info.citation}"
             if record.info.attribution:
-                credit += f" Per-recording attributions: `{record.info.name}/{record.info.attribution}`."
+                credit += (
+                    f" Per-recording attributions: `{record.info.name}/{record.info.attribution}` in the folder "
+                    "`fetch-sources` fetched into."
+                )
             lines.append(credit)
         lines.append("")
     return lines

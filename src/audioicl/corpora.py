@@ -327,6 +327,18 @@ def _get(url: str, start: int):
     return response
 
 
+def _read_some(response) -> bytes:
+    """What has arrived of the body, up to ``CHUNK_BYTES`` (one read of the socket: bytes received before a
+    cut are returned, not lost with the read that fails); the body's own bytes, whatever its encoding."""
+    import requests
+    import urllib3
+
+    try:
+        return response.raw.read1(CHUNK_BYTES, decode_content=False)
+    except urllib3.exceptions.HTTPError as exc:  # cut, reset, timed out: a transfer to continue
+        raise requests.exceptions.ChunkedEncodingError(_one_line(exc)) from exc
+
+
 class RangeDownloader:
     """A pooch downloader that survives cut connections: it streams into ``part`` and, when ``part`` holds
     bytes already (an earlier attempt, or an earlier run), asks only for the rest with an HTTP range request;
@@ -385,8 +397,8 @@ class RangeDownloader:
                 disable=None if self.progress else True,
             ) as bar,
         ):
-            for chunk in response.iter_content(CHUNK_BYTES):
-                handle.write(chunk)
+            while chunk := _read_some(response):
+                handle.write(chunk)  # every byte that arrived is kept: a cut loses nothing
                 received += len(chunk)
                 bar.update(len(chunk))
         if expected is not None and received != expected:
