@@ -1,7 +1,8 @@
 """A local file server for the ``audioicl fetch-sources`` tests, and small corpora in the real ones' layouts.
 
 ``CorpusServer`` serves ``{path: bytes}`` on 127.0.0.1 (a free port) as GitHub and Zenodo serve archives: a
-``Range: bytes=N-`` request is answered 206 with ``Content-Range``; ``/<owner>/<repo>/archive/...`` answers 302
+``Range: bytes=N-`` request is answered 206 with ``Content-Range`` (all of the file when an ``If-Range`` names
+another version than the strong ``ETag`` it sends); ``/<owner>/<repo>/archive/...`` answers 302
 to ``/codeload/...`` (github.com sends archive downloads to codeload.github.com); query strings (Zenodo's
 ``?download=1``) are ignored. Faults: ``drop[path]`` is a list of cuts, each the bytes the next answer for that
 path sends before closing the connection; ``replace[path]`` serves other bytes than the registry was made
@@ -128,8 +129,11 @@ def _handler(server: CorpusServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
+            etag = f'"{hashlib.sha256(data).hexdigest()}"'
             start = 0
             ranged = (self.headers.get("Range") or "").removeprefix("bytes=").removesuffix("-")
+            if self.headers.get("If-Range") not in (None, etag):
+                ranged = ""  # the file changed since: all of it
             if ranged.isdigit():
                 start = int(ranged)
                 if start >= len(data):
@@ -142,6 +146,7 @@ def _handler(server: CorpusServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(206 if start else 200)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Accept-Ranges", "bytes")
+            self.send_header("ETag", etag)
             self.send_header("Content-Length", str(len(body)))
             if start:
                 self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")

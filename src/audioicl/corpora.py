@@ -11,7 +11,7 @@ Layout of the output folder ``DIR``:
 - ``DIR/<name>/``: one folder per corpus: what its files unpack to, and ``corpus.json`` (title, licence,
   every file with the sha256 of what was fetched and how it was verified). The folder appears in one rename
   once everything is unpacked and checked, ``corpus.json`` inside it: a corpus folder that exists is complete.
-- ``DIR/.<name>.partial/``: unpacking in progress; removed by the next run.
+- ``DIR/.<name>.partial/``: unpacking in progress; removed on failure, and by the next run that fetches it.
 - ``DIR/.archives/<name>/``: the downloads, pooch's cache (a file that passed its checksum is not fetched
   again); ``<file>.part`` is a download in progress, which the next attempt, or the next run, continues with
   an HTTP range request. Removed once the corpus is complete, unless archives are kept.
@@ -216,7 +216,6 @@ class CorpusRecord:
             **asdict(self.info),
             "audio_files": self.audio_files,
             "files": [asdict(f) for f in self.files],
-            "audioicl_version": __version__,
         }
 
 
@@ -303,14 +302,17 @@ def _pooch() -> Any:
     return pooch
 
 
-def _get(url: str, start: int):
-    """GET ``url`` from byte ``start`` (a range request when not 0), streamed, uncompressed in transit."""
+def _get(url: str, start: int, validator: str | None = None):
+    """GET ``url`` from byte ``start`` (a range request when not 0, conditional on ``validator``: a server
+    whose file changed sends all of the new one), streamed, uncompressed in transit."""
     import requests
     import urllib3
 
     headers = {"Accept-Encoding": "identity", "User-Agent": f"audioicl/{__version__} (pooch)"}
     if start:
         headers["Range"] = f"bytes={start}-"
+        if validator:
+            headers["If-Range"] = validator
     try:
         response = requests.get(url, headers=headers, stream=True, timeout=TIMEOUT_S)
     except requests.ConnectionError as exc:
@@ -339,17 +341,27 @@ def _read_some(response) -> bytes:
         raise requests.exceptions.ChunkedEncodingError(_one_line(exc)) from exc
 
 
+def _validator(response) -> str | None:
+    """What identifies this version of the file for ``If-Range``: a strong ETag, else Last-Modified."""
+    etag = response.headers.get("ETag")
+    return etag if etag and not etag.startswith("W/") else response.headers.get("Last-Modified")
+
+
 class RangeDownloader:
     """A pooch downloader that survives cut connections: it streams into ``part`` and, when ``part`` holds
-    bytes already (an earlier attempt, or an earlier run), asks only for the rest with an HTTP range request;
-    it retries a dropped transfer ``retries`` times. The whole file then goes to pooch, which checks its
-    checksum and moves it into the cache, or deletes it."""
+    bytes already (an earlier attempt, or an earlier run), asks only for the rest with an HTTP range request,
+    on condition that the file is still the version those bytes came from (``If-Range`` with the validator
+    kept beside them); it retries a dropped transfer ``retries`` times. The whole file then goes to pooch,
+    which checks its checksum and moves it into the cache, or deletes it. A file with no checksum to check
+    is continued only when the server gave a validator: otherwise it is fetched again from the start."""
 
-    def __init__(self, part: Path, label: str, retries: int, progress: bool):
+    def __init__(self, part: Path, label: str, retries: int, progress: bool, checked: bool):
         self.part = part
+        self.validator_file = part.with_name(part.name + ".validator")
         self.label = label
         self.retries = retries
         self.progress = progress
+        self.checked = checked
 
     def __call__(self, url: str, output_file: str, pooch: Any, check_only: bool = False) -> None:
         import requests
@@ -363,12 +375,16 @@ class RangeDownloader:
                     raise
                 time.sleep(RETRY_WAIT_S * min(attempt + 1, 10))
         os.replace(self.part, output_file)
+        self.validator_file.unlink(missing_ok=True)
 
     def _stream(self, url: str) -> None:
         import requests
 
         have = self.part.stat().st_size if self.part.is_file() else 0
-        response = _get(url, have)
+        validator = self.validator_file.read_text() if self.validator_file.is_file() else None
+        if not validator and not self.checked:
+            have = 0  # nothing shows that the bytes held are of the file served now
+        response = _get(url, have, validator)
         if have and response.status_code == 416:  # nothing after the bytes we hold: they are stale
             response.close()
             have = 0
@@ -378,7 +394,13 @@ class RangeDownloader:
             response.status_code == 206
             and response.headers.get("Content-Range", "").startswith(f"bytes {have}-")
         ):
-            have = 0  # the server sent the whole file
+            have = 0  # the server sent the whole file (it changed, or it ignores ranges)
+        if not have:
+            fresh = _validator(response)
+            if fresh:
+                self.validator_file.write_text(fresh)
+            else:
+                self.validator_file.unlink(missing_ok=True)
         length = response.headers.get("Content-Length")
         expected = int(length) if length is not None else None
         received = 0
@@ -417,7 +439,14 @@ def _download(pooch: Any, file: RemoteFile, archives: Path, retries: int, progre
         path=archives, base_url="", registry={file.name: file.checksum}, urls={file.name: url}
     )
     try:
-        path = Path(store.fetch(file.name, downloader=RangeDownloader(part, file.name, retries, progress)))
+        path = Path(
+            store.fetch(
+                file.name,
+                downloader=RangeDownloader(
+                    part, file.name, retries, progress, checked=file.checksum is not None
+                ),
+            )
+        )
     except ValueError as exc:  # pooch: the checksum does not match (it deleted the download)
         raise AudioICLError(
             f"{_one_line(exc)} Nothing of it was unpacked; rerun to fetch it again", file=url
@@ -563,7 +592,8 @@ def fetch_corpus(
             ),
             wavs,
         )
-        text = json.dumps(record.to_json(), indent=1, ensure_ascii=False) + "\n"
+        document = {**record.to_json(), "fetched_with": f"audioicl {__version__}"}
+        text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
         write_atomic(partial / CORPUS_RECORD, text, durable=True)
         os.replace(partial, folder)
     except BaseException:

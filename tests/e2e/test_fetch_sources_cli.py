@@ -9,10 +9,12 @@ DCASE are unverified here too). pooch and requests do every request.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -200,8 +202,9 @@ def test_a_checksum_mismatch_leaves_nothing_that_looks_complete(server, registry
 
 
 def test_an_interrupted_download_is_resumed(server, registry, archives, tmp_path):
-    """A cut transfer is continued with a range request: by the next attempt of the same run, and, when the
-    attempts run out, by the next run, which fetches nothing that was complete."""
+    """A cut transfer is continued with a range request: by the next attempt of the same run and, when the
+    attempts run out, by the next run, which fetches nothing that was complete; a file that changed on the
+    server since is fetched anew, never spliced."""
     env = environment(server.url)
     corpora = tmp_path / "corpora"
     server.drop[FSDD] = [5000]
@@ -211,20 +214,33 @@ def test_an_interrupted_download_is_resumed(server, registry, archives, tmp_path
         archives[FSDD]
     )
 
-    fan = PATHS["dev_fan.zip"]
+    fan, gearbox = PATHS["dev_fan.zip"], PATHS["dev_gearbox.zip"]
+    machines = ("--only", "machines", "--allow-unverified", "--retries", "1")
     server.drop[fan] = [70_000, 30_000]
     mark = server.mark()
-    cut = fetch(env, corpora, registry, "--only", "machines", "--allow-unverified", "--retries", "1", rc=2)
+    cut = fetch(env, corpora, registry, *machines, rc=2)
     assert "rerun the same command to resume (100,000 bytes kept)" in cut.stderr
-    assert server.requests(mark)[-2:] == [(fan, None), (fan, "bytes=70000-")]
+    assert server.requests(mark) == [*((p, None) for p in DCASE[:3]), (fan, None), (fan, "bytes=70000-")]
     assert (corpora / ".archives/dcase2024-task2-dev/dev_fan.zip.part").stat().st_size == 100_000
     assert not (corpora / "dcase2024-task2-dev").exists()
 
+    server.drop[gearbox] = [50_000, 10_000]
     mark = server.mark()
-    fetch(env, corpora, registry, "--only", "machines", "--allow-unverified")
-    assert server.requests(mark) == [(fan, "bytes=100000-"), *((p, None) for p in DCASE[4:])]
+    fetch(env, corpora, registry, *machines, rc=2)  # the fan continued and completed, then the gearbox cut
+    assert server.requests(mark) == [(fan, "bytes=100000-"), (gearbox, None), (gearbox, "bytes=50000-")]
+
+    changed = io.BytesIO(archives[gearbox])
+    with zipfile.ZipFile(changed, "a") as zipped:
+        zipped.writestr("gearbox/README.txt", "a new version of the archive")
+    server.replace[gearbox] = changed.getvalue()
+    mark = server.mark()
+    fetch(env, corpora, registry, *machines)
+    assert server.requests(mark) == [(gearbox, "bytes=60000-"), *((p, None) for p in DCASE[5:])]
     record = json.loads((corpora / "dcase2024-task2-dev/corpus.json").read_text())
-    assert {f["name"]: f["sha256"] for f in record["files"]}["dev_fan.zip"] == sha256(archives[fan])
+    fetched = {f["name"]: f["sha256"] for f in record["files"]}
+    assert fetched["dev_fan.zip"] == sha256(archives[fan])
+    assert fetched["dev_gearbox.zip"] == sha256(changed.getvalue())  # the new version, whole
+    assert (corpora / "dcase2024-task2-dev/gearbox/README.txt").is_file()
     assert not (corpora / ".archives").exists()
 
 
