@@ -377,6 +377,28 @@ def test_missing_gt_key_is_not_malformed(tmp_path):
     assert scored[0].gt is None and not scored[0].verdict.correct
 
 
+def test_missing_response_key_is_wrong_and_stays_in_n(tmp_path):
+    """SPEC §5 rule 1, as the original (``record.get("response")``): no response is a wrong answer, not a
+    malformed line; it is counted in n and as unparsed, without --skip-bad-lines."""
+    good = json.dumps(line("AudioCount", "3", "3"))
+    missing = json.dumps({"id": "AudioICL00042", "task": "AudioCount", "gt": "3"})
+    scored = score_text(tmp_path, f"{good}\n{missing}\n")
+    assert [(s.id, s.malformed, s.response, s.verdict.correct, s.verdict.parsed) for s in scored] == [
+        ("AudioICL00001", False, "3", True, True),
+        ("AudioICL00042", False, None, False, False),
+    ]
+    scoring = score_files(find_result_files(tmp_path))
+    assert scoring.malformed == 0
+    assert [(r.task, r.n, r.correct, r.unparsed) for r in scoring.rows] == [("AudioCount", 2, 1, 1)]
+
+
+def test_missing_custom_response_key_is_wrong_too(tmp_path):
+    record = {"uid": "u7", "kind": "AudioCount", "label": "3", "response": "3"}
+    keys = ResultKeys(response="pred", gt="label", task="kind", id="uid")
+    scored = score_text(tmp_path, json.dumps(record) + "\n", keys=keys)
+    assert (scored[0].id, scored[0].malformed, scored[0].verdict.correct) == ("u7", False, False)
+
+
 def test_custom_keys(tmp_path):
     record = {"uid": "u7", "kind": "AudioRemap", "pred": "E G E", "label": "EGE"}
     keys = ResultKeys(response="pred", gt="label", task="kind", id="uid")
