@@ -411,7 +411,6 @@ MALFORMED = [
     ('{"id": "AudioICL00042", "response": "3"} {"id": 2}', "extra data", "AudioICL00042"),
     ('["AudioICL00042", "3"]', "not a JSON object but list", None),
     ('"just text"', "not a JSON object but str", None),
-    ('{"id": "AudioICL00042", "task": "AudioCount", "gt": "3"}', "no 'response' key", "AudioICL00042"),
     ("\ufeff" + json.dumps(line("AudioCount", "3", "3")), "not valid JSON", "AudioICL00001"),
     (
         '{"id": "AudioICL00042", "response": ' + "[" * 100_000 + "]" * 100_000 + "}",
@@ -448,8 +447,7 @@ def test_skip_bad_lines_counts_them_as_wrong(tmp_path, bad, message, id):
         (False, True, True),
         (True, False, False),
     ]
-    # a line that is an object keeps its task; anything else goes under the empty task
-    assert scored[1].task == ("AudioCount" if "response" in message else "")
+    assert scored[1].task == ""
     assert scored[1].id == id
 
 
@@ -460,7 +458,7 @@ def test_skipped_lines_stay_in_n(tmp_path):
     )
     write_jsonl(tmp_path / "m_results_k2.jsonl", [], tail=f"{good}\n{{oops\n")
     scoring = score_files(find_result_files(tmp_path), ScoreOptions(skip_bad_lines=True))
-    assert scoring.malformed == 2
+    assert scoring.malformed == 1  # the line without a response is wrong but not malformed
     assert [(r.shots, r.task, r.n, r.correct, r.unparsed) for r in scoring.rows] == [
         (1, "AudioCount", 3, 2, 1),
         (2, "", 1, 0, 1),

@@ -307,19 +307,17 @@ def read_result_lines(path: Path) -> list[str]:
     return text.split("\n")
 
 
-def _line_problem(text: str, response_key: str) -> tuple[dict | None, str]:
-    """What is wrong with a result line that failed the fast checks, and the object if there was one."""
+def _line_problem(text: str) -> str:
+    """What is wrong with a result line that is not one JSON object."""
     try:
         record, end = _DECODER.raw_decode(text)
     except json.JSONDecodeError as exc:
-        return None, f"not valid JSON ({exc.msg}: column {exc.colno})"
+        return f"not valid JSON ({exc.msg}: column {exc.colno})"
     except RecursionError:
-        return None, "JSON nested too deeply"
+        return "JSON nested too deeply"
     if end != len(text):
-        return None, f"not one JSON value: extra data at column {end + 1}"
-    if not isinstance(record, dict):
-        return None, f"not a JSON object but {type(record).__name__}"
-    return record, f"no {response_key!r} key"
+        return f"not one JSON value: extra data at column {end + 1}"
+    return f"not a JSON object but {type(record).__name__}"
 
 
 def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
@@ -341,23 +339,21 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
             record, end = scan(text, 0)
         except (json.JSONDecodeError, StopIteration, RecursionError):
             record = end = None
-        if end != len(text) or type(record) is not dict or response_key not in record:
-            record, problem = _line_problem(text, response_key)
-            episode = id_in_broken_line(text, id_key) if record is None else record.get(id_key)
+        if end != len(text) or type(record) is not dict:
+            episode = id_in_broken_line(text, id_key)
             if not options.skip_bad_lines:
                 raise AudioICLError(
-                    f"malformed result line: {problem}",
+                    f"malformed result line: {_line_problem(text)}",
                     file=str(path),
                     line=number,
-                    id=None if episode is None else str(episode),
+                    id=episode,
                 )
-            task = "" if record is None else str(record.get(task_key, ""))
-            yield number, episode, task, None, None, _UNPARSED, True
+            yield number, episode, "", None, None, _UNPARSED, True
             continue
         task = record.get(task_key, "")
         if type(task) is not str:
             task = str(task)  # as the original: a null task is the task "None"
-        response = record[response_key]
+        response = record.get(response_key)  # missing: wrong, and in n (SPEC §5 rule 1)
         gt = record.get(gt_key)
         yield (
             number,
@@ -373,10 +369,10 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
 def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()) -> Iterator[ScoredLine]:
     """Score every non-blank line of one result file, in order.
 
-    A malformed line (not JSON, not an object, no response key; a half-written last line is one too)
-    raises ``AudioICLError`` naming file, line and id, unless ``options.skip_bad_lines``: then it is
-    yielded as a wrong, unparsed ``ScoredLine`` with ``malformed=True`` and stays in n (under its task
-    when the line is an object that names one, else under the empty task).
+    A line without a response key is a null response: wrong, unparsed, in n (the original's rule). A
+    malformed line (not JSON, not one object; a half-written last line is one too) raises
+    ``AudioICLError`` naming file, line and id, unless ``options.skip_bad_lines``: then it is yielded as a
+    wrong, unparsed ``ScoredLine`` with ``malformed=True`` and stays in n under the empty task.
     """
     model, shots, path = result.model, result.shots, result.path
     for number, episode, task, response, gt, verdict, malformed in _judged_lines(result, options):
