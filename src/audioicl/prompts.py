@@ -19,10 +19,11 @@ first as ``Letter A`` .. ``Letter Z``. The multi-turn layout puts each demo in i
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import string
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -249,6 +250,11 @@ def load_clip(root: str | os.PathLike, audio_path: str, sr: int = audio.SAMPLE_R
     return AudioPart(wave=wave, sr=rate, path=audio_path)
 
 
+def silent_clip(audio_path: str) -> AudioPart:
+    """An empty clip standing for ``audio_path``: a chat's text and items without reading any audio."""
+    return AudioPart(wave=np.zeros(0, dtype=np.float32), sr=audio.SAMPLE_RATE, path=audio_path)
+
+
 def morse_bank_paths() -> tuple[str, ...]:
     return tuple(f"{MORSE_BANK_DIR}/{letter}.wav" for letter in MORSE_LETTERS)
 
@@ -275,10 +281,10 @@ def load_morse_bank(root: str | os.PathLike, mode: MorseBankMode) -> tuple[Audio
 
 
 def _episode_items(
-    episode: Episode, root: str | os.PathLike, bank: Sequence[AudioPart]
+    episode: Episode, load_path: Callable[[str], AudioPart], bank: Sequence[AudioPart]
 ) -> tuple[PromptItem, ...]:
     def load(clip: Clip) -> AudioPart:
-        return load_clip(root, clip.audio_path)
+        return load_path(clip.audio_path)
 
     items: list[PromptItem] = []
     if episode.task == MORSE_TASK:
@@ -362,13 +368,15 @@ def build_chat(
     family: str = "default",
     prompt_set: PromptSet | None = None,
     bank: Sequence[AudioPart] = (),
+    load: Callable[[str], AudioPart] | None = None,
 ) -> Chat:
     """Load the episode's audio (mono, 16 kHz) and lay it out as a chat. ``bank``: Morse letter clips
-    A..Z (``load_morse_bank``), shown for MorseCode episodes only. Audio problems raise ``AudioICLError``
-    carrying the episode id."""
+    A..Z (``load_morse_bank``), shown for MorseCode episodes only. ``load``: audio path → clip, instead of
+    reading it under ``root`` (``silent_clip`` lays out a chat without audio, for text-only use). Audio
+    problems raise ``AudioICLError`` carrying the episode id."""
     prompt_set = prompt_set or PromptSet()
     try:
-        items = _episode_items(episode, root, bank)
+        items = _episode_items(episode, load or functools.partial(load_clip, root), bank)
     except AudioICLError as exc:
         exc.id = exc.id or episode.id
         raise

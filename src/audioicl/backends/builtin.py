@@ -1,4 +1,5 @@
-"""Built-in solvers that need no model: the floors ``builtin:random`` and ``builtin:majority``.
+"""Built-in solvers that need no model: the floors ``builtin:random`` and ``builtin:majority`` (and, in their
+own modules, ``text-only``, ``oracle`` and ``icl``).
 
 They read only what a model could: ``chat.items`` (clips and the labels the prompt shows), never a query
 label. A solver is built from the run seed (``SOLVERS``: name → ``factory(seed) -> solver``) and answers
@@ -148,4 +149,4 @@ def majority_solver(seed: int) -> Solver:
     return solve
 
 
-from . import perceiving  # noqa: E402, F401  (registers builtin:oracle and builtin:icl, which build on this module)
+from . import perceiving, textonly  # noqa: E402, F401  (register oracle, icl and text-only; they use this module)
