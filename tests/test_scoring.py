@@ -16,6 +16,7 @@ from audioicl.scoring import (
     ResultKeys,
     ScoreOptions,
     SummaryRow,
+    cluster_bootstrap,
     find_result_files,
     format_table,
     iter_scored_lines,
@@ -507,8 +508,11 @@ def test_summary_csv_bytes_exact(tmp_path):
     detail = tmp_path / "detail.csv"
     write_detail(detail, scoring.rows)
     lines = detail.read_bytes().split(b"\r\n")
-    assert lines[0] == b"model,shots,task,accuracy,n,correct,unparsed,ci_low,ci_high,scoring"
-    assert lines[4] == b"m,10,AudioCount,0.333333,3,1,1,0.061490,0.792345,original"
+    assert lines[0] == (
+        b"model,shots,task,accuracy,n,correct,unparsed,ci_low,ci_high,scoring,"
+        b"query_clips,cluster_ci_low,cluster_ci_high"
+    )
+    assert lines[4] == b"m,10,AudioCount,0.333333,3,1,1,0.061490,0.792345,original,unknown,,"
     assert [(r.correct, r.unparsed) for r in read_summary(detail)] == [(1, 0), (1, 1), (1, 0), (1, 1)]
     table = format_table(scoring.rows)
     assert "1/3" in table.splitlines()[-1] and "33.3" in table
@@ -575,3 +579,45 @@ def test_worker_processes_give_the_same_scores_as_one_process(tmp_path, monkeypa
     parallel = scoring.score_files(files, scoring.ScoreOptions(workers=2))
     assert parallel.rows == single.rows
     assert len(single.rows) == 15 and sum(r.n for r in single.rows) == 1200
+
+
+# --- query clips and the cluster bootstrap ------------------------------------------------------------
+
+
+def test_query_clip_is_the_last_audio_path_or_the_datasets(tmp_path):
+    ours = {**line("AudioCount", "3", "3", id="e1"), "audio_paths": ["d/1.wav", "d/q1.wav"]}
+    theirs = line("AudioCount", "3", "3", id="e2")
+    scored = score_text(tmp_path, json.dumps(ours) + "\n" + json.dumps(theirs) + "\n")
+    assert [s.query_clip for s in scored] == ["d/q1.wav", None]
+    scored = score_text(
+        tmp_path, json.dumps(ours) + "\n" + json.dumps(theirs) + "\n", query_clips={(1, "e2"): "d/q2.wav"}
+    )
+    assert [s.query_clip for s in scored] == ["d/q1.wav", "d/q2.wav"]
+
+
+def test_rows_count_query_clips_only_when_every_line_tells_its_clip(tmp_path):
+    lines = [
+        {**line("AudioLength", "3" if i % 2 else "4", "3", id=f"e{i}"), "audio_paths": [f"q{i // 3}.wav"]}
+        for i in range(12)
+    ]
+    write_jsonl(tmp_path / "m_results_k1.jsonl", lines + [line("MorseCode", "a", "a")])
+    rows = score_files(find_result_files(tmp_path)).rows
+    assert [(r.task, r.n, r.query_clips, r.recurring) for r in rows] == [
+        ("AudioLength", 12, 4, True),
+        ("MorseCode", 1, None, False),
+    ]
+    assert rows[0].cluster_interval is not None and rows[1].cluster_interval is None
+
+
+def test_cluster_bootstrap_is_deterministic_and_widens_for_shared_clips():
+    # 40 clips, each answered in 5 episodes, all right or all wrong together: 20 right clips
+    shared = [[5, 5] if i % 2 else [0, 5] for i in range(40)]
+    independent = [[1, 1] if i % 2 else [0, 1] for i in range(200)]
+    low, high = cluster_bootstrap(shared, ("m", 1, "t"))
+    assert (low, high) == cluster_bootstrap(shared, ("m", 1, "t"))
+    assert low < 0.5 < high
+    wilson_low, wilson_high = wilson_interval(100, 200)
+    assert high - low > 1.8 * (wilson_high - wilson_low)
+    low, high = cluster_bootstrap(independent, ("m", 1, "t"))
+    assert abs((high - low) - (wilson_high - wilson_low)) < 0.03
+    assert cluster_bootstrap([[3, 3], [2, 2]], ("m", 1, "t")) == (1.0, 1.0)

@@ -3,7 +3,9 @@
 The default numbers reproduce the original evaluation script exactly, quirks included (``"3.5"`` reads as 5,
 ``"not normal"`` reads as normal, a null ``gt`` and an empty response are equal under the text rule).
 Our additions never change them: unparsed responses counted separately (they stay in the denominator),
-Wilson intervals, and an opt-in strict mode that only accepts a response that is the bare answer.
+Wilson intervals, a cluster-bootstrap interval over query clips (where a query clip serves several episodes,
+as in the released data, the episodes are not independent and the Wilson interval is too narrow), and an
+opt-in strict mode that only accepts a response that is the bare answer.
 
 Everything here is a plain function over typed records so the report module can reuse it:
 ``find_result_files`` → ``iter_scored_lines`` / ``score_files`` → ``write_summary`` → ``read_summary``.
@@ -18,14 +20,17 @@ import math
 import multiprocessing
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from .errors import AudioICLError
-from .meta import id_in_broken_line
+from .meta import find_meta_files, id_in_broken_line, read_meta
 from .results import RESULTS_PATTERN
+from .seeding import rng_for
 
 INT_TASKS = frozenset(
     {"AudioCount", "AudioCountHard", "AudioOperator", "AudioOperatorHard", "AudioLength", "AudioLengthHard"}
@@ -35,6 +40,9 @@ REMAP_TASK = "AudioRemap"
 REMAP_LENGTH = 3
 SUMMARY_HEADER = ("model", "shots", "task", "accuracy", "n")
 DETAIL_HEADER = (*SUMMARY_HEADER, "correct", "unparsed", "ci_low", "ci_high", "scoring")
+DETAIL_HEADER += ("query_clips", "cluster_ci_low", "cluster_ci_high")
+BOOTSTRAP_DRAWS = 2000
+UNKNOWN_CLIPS = "unknown"
 
 _INT_RE = re.compile(r"[-+]?\d+")
 _WS_PUNCT_RE = re.compile(r"[\s\.\,\;\:\!\?\(\)\[\]\{\}\"\']+")
@@ -275,6 +283,27 @@ class ScoreOptions:
     strict: bool = False
     skip_bad_lines: bool = False
     workers: int | None = None  # processes for large inputs; None: one per CPU, 1: no worker processes
+    # (k, episode id) → the query clip, for lines without ``audio_paths`` (``query_clips_of`` a dataset)
+    query_clips: Mapping[tuple[int, str], str] | None = None
+
+
+def query_clips_of(root: Path) -> dict[tuple[int, str], str]:
+    """(k, episode id) → the audio path of the query clip, from a dataset's meta files."""
+    return {
+        (k, ep.id): ep.query.target.audio_path
+        for k, path in find_meta_files(root).items()
+        for ep in read_meta(path)
+    }
+
+
+def _query_clip(record: dict, shots: int, episode: object, options: ScoreOptions) -> str | None:
+    """The clip the line answered: the last of its ``audio_paths`` (ours), else the dataset's."""
+    paths = record.get("audio_paths")
+    if type(paths) is list and paths and type(paths[-1]) is str:
+        return paths[-1]
+    if options.query_clips is not None and isinstance(episode, str):
+        return options.query_clips.get((shots, episode))
+    return None
 
 
 @dataclass(slots=True)
@@ -291,6 +320,7 @@ class ScoredLine:
     gt: object
     verdict: Verdict
     malformed: bool = False
+    query_clip: str | None = None  # the query clip's audio path, when the line or the dataset tells
 
 
 def read_result_lines(path: Path) -> list[str]:
@@ -321,8 +351,8 @@ def _line_problem(text: str) -> str:
 
 
 def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
-    """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed)``: the
-    aggregation's hot loop, which needs no record per line."""
+    """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed,
+    query_clip)``: the aggregation's hot loop, which needs no record per line."""
     keys = options.keys
     response_key, gt_key, task_key, id_key = keys.response, keys.gt, keys.task, keys.id
     rules = _STRICT_RULES if options.strict else _RULES
@@ -348,21 +378,23 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
                     line=number,
                     id=episode,
                 )
-            yield number, episode, "", None, None, _UNPARSED, True
+            yield number, episode, "", None, None, _UNPARSED, True, None
             continue
         task = record.get(task_key, "")
         if type(task) is not str:
             task = str(task)  # as the original: a null task is the task "None"
         response = record.get(response_key)  # missing: wrong, and in n (SPEC §5 rule 1)
         gt = record.get(gt_key)
+        episode = record.get(id_key)
         yield (
             number,
-            record.get(id_key),
+            episode,
             task,
             response,
             gt,
             rules.get(task, fallback).judge(response, gt),
             False,
+            _query_clip(record, result.shots, episode, options),
         )
 
 
@@ -375,8 +407,8 @@ def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()
     wrong, unparsed ``ScoredLine`` with ``malformed=True`` and stays in n under the empty task.
     """
     model, shots, path = result.model, result.shots, result.path
-    for number, episode, task, response, gt, verdict, malformed in _judged_lines(result, options):
-        yield ScoredLine(model, shots, path, number, episode, task, response, gt, verdict, malformed)
+    for judged in _judged_lines(result, options):
+        yield ScoredLine(model, shots, path, *judged)
 
 
 # --- aggregation ---------------------------------------------------------------------------------------
@@ -385,7 +417,9 @@ def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()
 @dataclass(frozen=True)
 class SummaryRow:
     """Accuracy of one model at one k on one task. ``correct`` and ``unparsed`` are None when unknown
-    (a summary CSV read back holds only accuracy and n)."""
+    (a summary CSV read back holds only accuracy and n). ``query_clips``: distinct query clips among the
+    n lines (None: some line's clip is unknown); ``cluster_interval``: the 95% cluster-bootstrap interval
+    over them."""
 
     model: str
     shots: int
@@ -394,6 +428,13 @@ class SummaryRow:
     n: int
     correct: int | None = None
     unparsed: int | None = None
+    query_clips: int | None = None
+    cluster_interval: tuple[float, float] | None = None
+
+    @property
+    def recurring(self) -> bool:
+        """Some query clip serves more than one of the n lines (so they are not independent)."""
+        return self.query_clips is not None and self.query_clips < self.n
 
     def interval(self, z: float = 1.96) -> tuple[float, float]:
         """Wilson interval; from a read-back summary the count is ``round(accuracy * n)``, exact while
@@ -415,15 +456,18 @@ class Scoring:
 
 @dataclass
 class _FileCounts:
-    """One file's tallies: task → [correct, n, unparsed], malformed lines, and its lines when kept."""
+    """One file's tallies: task → [correct, n, unparsed], task → query clip → [correct, n] (a None clip:
+    lines whose clip is unknown), malformed lines, and its lines when kept."""
 
     per_task: dict[str, list[int]]
+    per_clip: dict[str, dict[str | None, list[int]]]
     malformed: int
     lines: list[ScoredLine] | None
 
 
 def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) -> _FileCounts:
     per_task: dict[str, list[int]] = {}
+    per_clip: dict[str, dict[str | None, list[int]]] = {}
     malformed = 0
     lines: list[ScoredLine] | None = [] if keep_examples else None
     for judged in _judged_lines(result, options):
@@ -431,13 +475,19 @@ def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) 
         count = per_task.get(task)
         if count is None:
             count = per_task[task] = [0, 0, 0]
+            per_clip[task] = {}
         count[0] += verdict.correct
         count[1] += 1
         count[2] += not verdict.parsed
+        clip = per_clip[task].get(judged[7])
+        if clip is None:
+            clip = per_clip[task][judged[7]] = [0, 0]
+        clip[0] += verdict.correct
+        clip[1] += 1
         malformed += judged[6]
         if lines is not None:
             lines.append(ScoredLine(result.model, result.shots, result.path, *judged))
-    return _FileCounts(per_task, malformed, lines)
+    return _FileCounts(per_task, per_clip, malformed, lines)
 
 
 PARALLEL_MIN_BYTES = 8_000_000  # below this, starting worker processes costs more than it saves
@@ -462,6 +512,7 @@ def score_files(
     """Score result files and aggregate per (model, shots, task); same model and k in several files add up."""
     files = list(files)
     counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed]
+    clips: dict[tuple[str, int, str], dict[str | None, list[int]]] = {}  # key → clip → [correct, n]
     examples: dict[tuple[str, int], list[ScoredLine]] = {}
     malformed = 0
     for result, tally in zip(files, _count_files(files, options, keep_examples), strict=True):
@@ -469,15 +520,44 @@ def score_files(
         if tally.lines:
             examples.setdefault((result.model, result.shots), []).extend(tally.lines)
         for task, (correct, n, unparsed) in tally.per_task.items():
-            total = counts.setdefault((result.model, result.shots, task), [0, 0, 0])
+            key = (result.model, result.shots, task)
+            total = counts.setdefault(key, [0, 0, 0])
             total[0] += correct
             total[1] += n
             total[2] += unparsed
-    rows = [
-        SummaryRow(model, shots, task, correct / n, n, correct, unparsed)
-        for (model, shots, task), (correct, n, unparsed) in sorted(counts.items())
-    ]
+            merged = clips.setdefault(key, {})
+            for clip, (clip_correct, clip_n) in tally.per_clip[task].items():
+                tally_clip = merged.setdefault(clip, [0, 0])
+                tally_clip[0] += clip_correct
+                tally_clip[1] += clip_n
+    rows = []
+    for key, (correct, n, unparsed) in sorted(counts.items()):
+        known = None not in clips[key]
+        rows.append(
+            SummaryRow(
+                *key,
+                correct / n,
+                n,
+                correct,
+                unparsed,
+                len(clips[key]) if known else None,
+                cluster_bootstrap(list(clips[key].values()), key) if known else None,
+            )
+        )
     return Scoring(rows, malformed, examples, tuple(files))
+
+
+def cluster_bootstrap(
+    clusters: list[list[int]], name: tuple[object, ...], draws: int = BOOTSTRAP_DRAWS
+) -> tuple[float, float]:
+    """95% percentile interval of the accuracy when whole clusters ([correct, n] per query clip) are drawn
+    with replacement: lines that share a query clip go together. Deterministic: seeded by ``name``."""
+    tallies = np.array(clusters, dtype=float)
+    rng = rng_for(0, "cluster-bootstrap", *name)
+    weights = rng.multinomial(len(tallies), np.full(len(tallies), 1 / len(tallies)), size=draws)
+    accuracy = (weights @ tallies[:, 0]) / (weights @ tallies[:, 1])
+    low, high = np.quantile(accuracy, [0.025, 0.975])
+    return float(low), float(high)
 
 
 def detail_path(summary: Path) -> Path:
@@ -522,7 +602,9 @@ def write_summary(path: Path, rows: Iterable[SummaryRow]) -> None:
 
 
 def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False) -> None:
-    """Summary plus correct, unparsed, 95% Wilson interval and the scoring mode (``original``/``strict``)."""
+    """Summary plus correct, unparsed, 95% Wilson interval (independent episodes), the scoring mode
+    (``original``/``strict``), the number of distinct query clips and the 95% cluster-bootstrap interval
+    over them (``unknown`` and empty when the lines do not tell their query clips)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "strict" if strict else "original"
@@ -531,9 +613,13 @@ def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False
         writer.writerow(DETAIL_HEADER)
         for r in rows:
             low, high = r.interval()
+            clusters = (
+                ("", "") if r.cluster_interval is None else tuple(f"{v:.6f}" for v in r.cluster_interval)
+            )
             writer.writerow(
                 (r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n, r.correct, r.unparsed)
                 + (f"{low:.6f}", f"{high:.6f}", mode)
+                + (UNKNOWN_CLIPS if r.query_clips is None else r.query_clips, *clusters)
             )
 
 
@@ -576,7 +662,7 @@ def read_summary(path: Path) -> list[SummaryRow]:
             raise AudioICLError(
                 f"not a summary CSV: header must start {','.join(SUMMARY_HEADER)}", file=str(path)
             )
-        detail = tuple(header[: len(DETAIL_HEADER) - 3]) == DETAIL_HEADER[:-3]
+        detail = tuple(header[:7]) == DETAIL_HEADER[:7]
         rows = []
         for record in reader:
             if not record:
