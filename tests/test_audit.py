@@ -224,3 +224,10 @@ def test_audit_task_flags_a_copyable_query_and_exempts_the_published_floor(tmp_p
     assert result.floor == pytest.approx(1 / 3) and result.baseline == pytest.approx(1 / 3)
     assert not result.shortcut("text-only").judged
     assert not [f for f in result.failures if not f.startswith("file names")]
+
+
+def test_beats_needs_the_margin_and_significance():
+    assert audit.beats(0.62, 300, 0.5, 5.0)
+    assert not audit.beats(0.54, 300, 0.5, 5.0)  # within the margin
+    assert not audit.beats(0.62, 20, 0.5, 5.0)  # 12 points on 20 episodes: noise
+    assert audit.beats(0.95, 20, 0.5, 5.0)

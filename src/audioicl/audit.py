@@ -19,7 +19,8 @@ audio:
   interpolation for numbers, nearest demo clip for categories, sum of the parts for AudioRemap's MIX) and
   across episodes (nearest neighbours, cross-validated and grouped by query clip).
 
-A shortcut **fails** when it beats the baseline by more than ``margin`` points. The baseline is uniform
+A shortcut **fails** when it beats the baseline by more than ``margin`` points, and significantly (the
+one-sided 95% Wilson lower bound of its accuracy is above the baseline). The baseline is uniform
 chance, except for the tasks whose published construction lets the demo labels narrow the answer
 (AudioCount's distinct counts: elimination; the operator tasks: what the demo values say about the
 operator and the value distribution of a op b): there the text-only floor is that construction, reported
@@ -49,10 +50,11 @@ from .meta import find_meta_files, read_meta, resolve_audio_path
 from .prompts import build_chat, silent_clip
 from .records import Episode
 from .report.accuracy import chance_level, order_tasks
-from .scoring import judge
+from .scoring import judge, wilson_interval
 from .tasks import TASKS
 
 DEFAULT_MARGIN = 5.0  # points above the baseline
+ONE_SIDED_95 = 1.645  # and the excess must be significant: the Wilson lower bound above the baseline
 FOLDS = 5
 NEIGHBOURS = 9
 NAME_POSITIONS = (0, 1, 2, 3, -1, -2, -3, -4)
@@ -748,9 +750,16 @@ def audit_task(
     audit.failures = [
         f"{s.name} {s.accuracy:.1%} > {against[s.name]:.1%} + {margin:g} points"
         for s in audit.shortcuts
-        if s.judged and s.accuracy is not None and 100 * (s.accuracy - against[s.name]) > margin
+        if s.judged and s.accuracy is not None and beats(s.accuracy, s.n, against[s.name], margin)
     ]
     return audit
+
+
+def beats(accuracy: float, n: int, baseline: float, margin: float) -> bool:
+    """More than ``margin`` points above ``baseline``, and significantly above it (one-sided 95% Wilson
+    lower bound): a small dataset's noise alone does not fail it."""
+    low, _ = wilson_interval(round(accuracy * n), n, ONE_SIDED_95)
+    return 100 * (accuracy - baseline) > margin and low > baseline
 
 
 # --------------------------------------------------------------------------- the dataset
@@ -823,7 +832,7 @@ LEGEND = (
     "label of an own demo clip that is the query clip; names: the label read from the query's file name; "
     "duration .. low-freq: that feature alone, best of the within-episode and across-episode rules, judged "
     "against the prior too. Cross-validation: 5 folds grouped by query clip. !: beats its baseline by more "
-    "than the margin; *: the task's own signal, not judged."
+    "than the margin, significantly (one-sided 95%); *: the task's own signal, not judged."
 )
 
 
