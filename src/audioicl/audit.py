@@ -52,6 +52,7 @@ from .records import Episode
 from .report.accuracy import chance_level, order_tasks
 from .scoring import judge, wilson_interval
 from .tasks import TASKS
+from .tasks.remap import PATTERNS
 
 DEFAULT_MARGIN = 5.0  # points above the baseline
 ONE_SIDED_95 = 1.645  # and the excess must be significant: the Wilson lower bound above the baseline
@@ -193,7 +194,8 @@ def measure_clips(root: Path, paths: Sequence[str], workers: int | None = None) 
     """Content key and level features of every clip (paths-only keys where the audio is not there)."""
     root_s = str(Path(root))
     present = [p for p in paths if _exists(root_s, p)]
-    infos = {p: ClipInfo("path:" + p, None) for p in paths if p not in set(present)}
+    found = set(present)
+    infos = {p: ClipInfo("path:" + p, None) for p in paths if p not in found}
     workers = min(workers or os.cpu_count() or 1, max(1, len(present) // 64))
     jobs = [(root_s, p) for p in present]
     if workers < 2:
@@ -326,10 +328,18 @@ def remap_letters(ep: Episode) -> tuple[str, str] | None:
     return (a, b) if a and b and a != b else None
 
 
+def spelled_pattern(label: str, letters: tuple[str, str]) -> str | None:
+    """Which reference each letter of an AudioRemap label names (``"PBP"`` with P, B → ``"ABA"``); None
+    when the label uses other letters or the two letters are the same."""
+    a, b = letters
+    pattern = "".join("A" if c == a else "B" if c == b else "?" for c in label)
+    return None if "?" in pattern or a == b else pattern
+
+
 def label_key(ep: Episode) -> str:
     """What is being predicted: the label, or for AudioRemap its pattern over the references (ABA)."""
     if ep.task == REMAP_TASK and (letters := remap_letters(ep)):
-        return "".join("A" if c == letters[0] else "B" if c == letters[1] else "?" for c in ep.query.label)
+        return spelled_pattern(ep.query.label, letters) or ep.query.label
     return ep.query.label
 
 
@@ -501,16 +511,9 @@ def _extensive(features: perception.LevelFeatures, name: str) -> float:
     }[name]
 
 
-def _remap_pattern(clips_letters: tuple[str, str], label: str) -> str | None:
-    a, b = clips_letters
-    pattern = "".join("A" if c == a else "B" if c == b else "?" for c in label)
-    return None if "?" in pattern or a == b else pattern
-
-
 def remap_parts_expected(ep: Episode, infos: dict[str, ClipInfo], name: str) -> float:
     """AudioRemap: the MIX holds the references' sounds, so its amount is the sum of theirs plus a constant
     (the gaps), learned from the demos; the patterns that fit the query MIX best are the answer."""
-    from .tasks.remap import PATTERNS
 
     def amounts(clips) -> tuple[float, float, float]:
         return tuple(_extensive(infos[c.audio_path].features, name) for c in clips[:3])  # type: ignore[return-value]
@@ -523,7 +526,7 @@ def remap_parts_expected(ep: Episode, infos: dict[str, ClipInfo], name: str) -> 
     for demo in ep.demos:
         clips = demo.clips
         if len(clips) >= 3 and clips[0].label and clips[1].label and clips[-1].label:
-            pattern = _remap_pattern((clips[0].label, clips[1].label), clips[-1].label)
+            pattern = spelled_pattern(clips[-1].label, (clips[0].label, clips[1].label))
             if pattern:
                 offsets.append(fit(amounts(clips), pattern))
     if len(ep.query.clips) < 3:
@@ -759,7 +762,9 @@ def beats(accuracy: float, n: int, baseline: float, margin: float) -> bool:
     """More than ``margin`` points above ``baseline``, and significantly above it (one-sided 95% Wilson
     lower bound): a small dataset's noise alone does not fail it."""
     low, _ = wilson_interval(round(accuracy * n), n, ONE_SIDED_95)
-    return 100 * (accuracy - baseline) > margin and low > baseline
+    return (
+        100 * (accuracy - baseline) > margin + 1e-9 and low > baseline
+    )  # 1e-9: exactly the margin is not more
 
 
 # --------------------------------------------------------------------------- the dataset

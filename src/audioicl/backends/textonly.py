@@ -4,7 +4,7 @@ It sees what a model sees except the audio: the task, the number of shots, the d
 the labels the query's own reference clips carry, the roles and the number of clips (``chat.items``
 without their ``audio``: never a path, never a wave), and answers with the best rule those admit. Each task
 gets a weight per answer; the answer is the heaviest, ties broken by a generator seeded from the run seed
-and the chat's text (so two chats that read the same get the same answer, whatever their audio).
+and what the items say (so two chats that read the same get the same answer, whatever their audio).
 
 - AudioCount, AudioCountHard: under the original's rule an episode's counts are distinct, so the query's
   count is one no demo has; demos that repeat a count rule that out (independent counts), and then every
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..prompts import Chat, render_text
+from ..prompts import Chat
 from ..seeding import rng_for
 from ..tasks import TASKS
 from ..tasks.operator import DIGITS, Expression
@@ -177,8 +177,9 @@ def weights_for(seen: Seen) -> Weights:
 
 
 def text_key(chat: Chat) -> str:
-    """A digest of the chat's text alone (instruction, tags, labels; audio as a placeholder)."""
-    return hashlib.sha256(render_text(chat).encode()).hexdigest()
+    """A digest of what the items say (task, and each clip's kind, number, role, tag and shown label)."""
+    fields = [chat.task] + [f"{i.kind}|{i.index}|{i.role}|{i.tag}|{i.label}" for i in chat.items]
+    return hashlib.sha256("\x1f".join(fields).encode()).hexdigest()
 
 
 def best_answers(weights: Mapping[str, float]) -> list[str]:
