@@ -14,7 +14,7 @@ import argparse
 import time
 from collections import defaultdict
 
-from audioicl.backends.builtin import SOLVERS
+from audioicl.backends.solvers import SOLVERS
 from audioicl.cli import parse_int_set
 from audioicl.meta import find_meta_files, read_meta
 from audioicl.prompts import MORSE_BANK_MODES, build_chat, load_morse_bank

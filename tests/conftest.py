@@ -162,3 +162,41 @@ def tiny_dataset(tmp_path_factory) -> Path:
 def fresh_dataset(tmp_path) -> Path:
     """A private tiny dataset (k = 1 and 2) that a test may change."""
     return make_dataset(tmp_path / "dataset", ks=(1, 2))
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """family → folder of a tiny random-weight checkpoint in the real layout (``audioicl.checkpoints``).
+
+    Built once per session (about a second each); read-only: copy a folder before changing it. The Omni families
+    are in their full layout (thinker, talker, vocoder), as the real checkpoints are.
+    """
+    for module in ("torch", "transformers", "torchvision"):
+        pytest.importorskip(module)
+    from audioicl.checkpoints import FAMILIES, tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("tiny_checkpoints")
+    return {family: tiny_checkpoint(family, root / family) for family in FAMILIES}
+
+
+@pytest.fixture(scope="session")
+def tiny_thinker_checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """Omni family → thinker-only tiny checkpoint (the other layout a backend must load); same weights."""
+    for module in ("torch", "transformers", "torchvision"):
+        pytest.importorskip(module)
+    from audioicl.checkpoints import FAMILY_SPECS, tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("tiny_thinker_checkpoints")
+    omni = [name for name, spec in FAMILY_SPECS.items() if spec.full_class is not None]
+    return {family: tiny_checkpoint(family, root / family, thinker_only=True) for family in omni}
+
+
+@pytest.fixture
+def hub():
+    """A local Hugging Face hub (``hub_server.Hub``) on 127.0.0.1, empty until the test commits files to it."""
+    from hub_server import Hub
+
+    server = Hub("hongzz-18/AudioICL-Bench")
+    server.start()
+    yield server
+    server.stop()

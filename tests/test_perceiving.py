@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 from audioicl.backends import load_backend
-from audioicl.backends.builtin import SOLVERS
 from audioicl.backends.perceiving import (
     ANOMALOUS,
     NORMAL,
@@ -30,6 +29,7 @@ from audioicl.backends.perceiving import (
     oracle_anomaly,
     read_with_table,
 )
+from audioicl.backends.solvers import SOLVERS
 from audioicl.build import build
 from audioicl.meta import find_meta_files, read_meta
 from audioicl.prompts import AudioPart, Chat, PromptItem, build_chat, load_morse_bank
@@ -143,9 +143,7 @@ def _machine_episode(machine_type: str, query_anomaly: str | None, k: int = 1) -
     others = [kind for kind in ANOMALY_KINDS[machine_type] if kind != query_anomaly]
 
     def item(kind: str, index: int, role: str, anomaly: str | None, seed: int) -> PromptItem:
-        audio = AudioPart(
-            machine_clip(unit, np.random.default_rng(seed), anomaly), 16_000, f"{role}{seed}.wav"
-        )
+        audio = AudioPart.of(machine_clip(unit, np.random.default_rng(seed), anomaly), 16_000)
         return PromptItem(kind, index, role, role, audio, None if kind == "query" else role)  # type: ignore[arg-type]
 
     items = []

@@ -14,9 +14,11 @@ from audioicl.prompts import (
     GENERAL_INSTRUCTION,
     QWEN_OMNI_SYSTEM,
     AudioPart,
+    ClipStore,
     PromptSet,
     TextPart,
     build_chat,
+    build_prompt,
     load_morse_bank,
     load_prompt_set,
     pad_chats,
@@ -133,8 +135,10 @@ def test_multi_clip_tags_anomaly(tiny_dataset):
 def test_morse_bank_modes(tiny_dataset, tmp_path):
     ep = episode(tiny_dataset, "MorseCode", k=1)
     bank = load_morse_bank(tiny_dataset, "auto")
-    assert [p.path for p in bank][:2] == ["data/MorseCode/alphabet/A.wav", "data/MorseCode/alphabet/B.wav"]
-    text = render_text(build_chat(ep, tiny_dataset, style="none", bank=bank))
+    assert len(bank) == 26
+    prompt = build_prompt(ep, ClipStore(tiny_dataset), style="none", bank=bank)
+    assert prompt.audio_paths[:2] == ("data/MorseCode/alphabet/A.wav", "data/MorseCode/alphabet/B.wav")
+    text = render_text(prompt.chat)
     lines = text.split("\n")
     assert lines[0] == "system: You are a helpful assistant."
     assert lines[1] == "user: [Letter A] <audio> Label: a"

@@ -214,6 +214,28 @@ def test_table_rows_columns_and_wilson_cells(tmp_path):
     assert lines[0] == "| task | chance | modelA k=1 | modelA k=3 | modelB k=1 | modelB k=3 |"
 
 
+def test_cells_say_how_many_episodes_were_error_lines(tmp_path):
+    """Error-line counts come from the detail CSV (given, or beside the summary); the summary alone has none."""
+    summary = tmp_path / "summary.csv"
+    summary.write_text(
+        "model,shots,task,accuracy,n\r\nm,1,AudioRemap,0.500000,4\r\nm,1,AudioCount,1.000000,2\r\n"
+    )
+    assert accuracy_table(load_grid(summary)).rows[1].cells[0].text == "50.0% [15.0, 85.0]"
+    detail = tmp_path / "summary_detail.csv"
+    detail.write_text(
+        "model,shots,task,accuracy,n,correct,unparsed,errors,ci_low,ci_high,scoring\r\n"
+        "m,1,AudioRemap,0.500000,4,2,1,1,0.150036,0.849964,original\r\n"
+        "m,1,AudioCount,1.000000,2,2,0,0,0.342372,1.000000,original\r\n"
+    )
+    for scores in (summary, detail):
+        rows = accuracy_table(load_grid(scores)).rows
+        assert [row.label for row in rows[:2]] == ["AudioCount", "AudioRemap"]
+        assert rows[0].cells[0].text == "100.0% [34.2, 100.0]"
+        assert rows[1].cells[0].text == "50.0% [15.0, 85.0] (1 of 4 errors)"
+        assert "1 error lines" in rows[1].cells[0].title
+        assert "(1 of 4 errors)" in markdown_table(accuracy_table(load_grid(scores)))
+
+
 @pytest.mark.parametrize(
     ("content", "line", "words"),
     [

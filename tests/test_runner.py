@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from audioicl.backends import load_backend, parse_model_spec
-from audioicl.backends.builtin import demo_labels
+from audioicl.backends.base import GenerationConfig, Request
+from audioicl.backends.solvers import demo_labels
 from audioicl.errors import AudioICLError
 from audioicl.meta import read_meta
 from audioicl.prompts import build_chat
@@ -47,10 +48,15 @@ def test_model_spec_and_file_name():
 def test_random_is_deterministic_and_in_label_space(tiny_dataset):
     episodes = read_meta(tiny_dataset / "meta" / "meta_k3.jsonl")
     chats = [build_chat(ep, tiny_dataset) for ep in episodes]
-    first = load_backend("builtin:random", seed=0).generate(chats, 16)
-    again = load_backend("builtin:random", seed=0).generate(list(reversed(chats)), 16)
+    requests = [Request(ep.id, ep.id, ep.task, ep.k, chat) for ep, chat in zip(episodes, chats, strict=True)]
+
+    def answers(seed: int, asked: list[Request]) -> list[str | None]:
+        return [r.text for r in load_backend("builtin:random", seed=seed).generate(asked, GenerationConfig())]
+
+    first = answers(0, requests)
+    again = answers(0, list(reversed(requests)))
     assert first == list(reversed(again))
-    other_seed = load_backend("builtin:random", seed=1).generate(chats, 16)
+    other_seed = answers(1, requests)
     assert other_seed != first
     for ep, chat, answer in zip(episodes, chats, first, strict=True):
         spec = TASKS.get(ep.task)
@@ -68,7 +74,8 @@ def test_majority_ties_go_to_first_shown(tiny_dataset):
     majority = load_backend("builtin:majority")
     for ep in episodes:
         chat = build_chat(ep, tiny_dataset)
-        (answer,) = majority.generate([chat], 16)
+        (response,) = majority.generate([Request(ep.id, ep.id, ep.task, ep.k, chat)], GenerationConfig())
+        answer = response.text
         labels = demo_labels(chat)
         assert labels == [d.label for d in ep.demos]
         if ep.task == "AnomalyDetect":

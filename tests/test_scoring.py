@@ -337,7 +337,41 @@ def test_same_model_and_k_in_two_folders_count_together(tmp_path):
     write_jsonl(tmp_path / "run1" / "m_results_k1.jsonl", [line("AudioCount", "3", "3")] * 3)
     write_jsonl(tmp_path / "run2" / "m_results_meta_k1.jsonl", [line("AudioCount", "2", "3")])
     rows = score_files(find_result_files(tmp_path)).rows
-    assert rows == [SummaryRow("m", 1, "AudioCount", 0.75, 4, 3, 0)]
+    assert rows == [SummaryRow("m", 1, "AudioCount", 0.75, 4, 3, 0, 0)]
+
+
+def test_error_lines_are_counted_per_cell_and_stay_in_n_as_wrong(tmp_path):
+    """A run's error line (an episode it could not ask, e.g. a clip missing from the dataset) is wrong and
+    unparsed like any null response, and the detail counts it apart; the summary CSV does not change."""
+    error = {**line("AudioRemap", None, "PBP", "AudioICL02102"), "status": "error", "error": "x: not found"}
+    ok = {**line("AudioRemap", "PBP", "PBP"), "status": "ok", "error": None}
+    write_jsonl(tmp_path / "m_results_k1.jsonl", [ok, error, line("AudioCount", "3", "3")])
+    write_jsonl(tmp_path / "m_results_k2.jsonl", [{**error, "status": "ok"}])  # status decides, not error
+    rows = score_files(find_result_files(tmp_path)).rows
+    assert [(r.shots, r.task, r.n, r.correct, r.unparsed, r.errors) for r in rows] == [
+        (1, "AudioCount", 1, 1, 0, 0),
+        (1, "AudioRemap", 2, 1, 1, 1),
+        (2, "AudioRemap", 1, 0, 1, 0),
+    ]
+    summary, detail = tmp_path / "s.csv", tmp_path / "s_detail.csv"
+    write_summary(summary, rows)
+    write_detail(detail, rows)
+    assert summary.read_bytes().split(b"\r\n")[2] == b"m,1,AudioRemap,0.500000,2"
+    assert detail.read_bytes().split(b"\r\n")[2].startswith(b"m,1,AudioRemap,0.500000,2,1,1,1,")
+    assert [r.errors for r in read_summary(detail)] == [0, 1, 0]
+    assert [r.errors for r in read_summary(summary)] == [None, None, None]
+    table = format_table(rows).splitlines()
+    assert table[0].split()[-2:] == ["unparsed", "errors"]
+    assert table[3].split()[-3:] == ["1/2", "1", "1"]
+
+
+def test_detail_csv_of_earlier_versions_reads_without_errors(tmp_path):
+    old = tmp_path / "old_detail.csv"
+    old.write_text(
+        "model,shots,task,accuracy,n,correct,unparsed,ci_low,ci_high,scoring\r\n"
+        "m,1,AudioCount,0.500000,2,1,0,0.094531,0.905469,original\r\n"
+    )
+    assert read_summary(old) == [SummaryRow("m", 1, "AudioCount", 0.5, 2, 1, 0, None)]
 
 
 # --- reading lines ------------------------------------------------------------------------------------
@@ -509,10 +543,10 @@ def test_summary_csv_bytes_exact(tmp_path):
     write_detail(detail, scoring.rows)
     lines = detail.read_bytes().split(b"\r\n")
     assert lines[0] == (
-        b"model,shots,task,accuracy,n,correct,unparsed,ci_low,ci_high,scoring,"
+        b"model,shots,task,accuracy,n,correct,unparsed,errors,ci_low,ci_high,scoring,"
         b"query_clips,cluster_ci_low,cluster_ci_high"
     )
-    assert lines[4] == b"m,10,AudioCount,0.333333,3,1,1,0.061490,0.792345,original,unknown,,"
+    assert lines[4] == b"m,10,AudioCount,0.333333,3,1,1,0,0.061490,0.792345,original,unknown,,"
     assert [(r.correct, r.unparsed) for r in read_summary(detail)] == [(1, 0), (1, 1), (1, 0), (1, 1)]
     table = format_table(scoring.rows)
     assert "1/3" in table.splitlines()[-1] and "33.3" in table

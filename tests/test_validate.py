@@ -27,6 +27,7 @@ from audioicl.validate import (
     SHAPE,
     SHOWN_PER_KIND,
     UNKNOWN_TASK,
+    LostEpisodes,
     Report,
     check_audio,
     format_report,
@@ -416,3 +417,33 @@ def test_manifest_with_another_key_and_listed_missing_file(dataset: Path):
 def test_unreadable_manifest(dataset: Path):
     (dataset / "manifest.json").write_text("{", encoding="utf-8")
     assert kinds(validate(dataset)) == [MANIFEST]
+
+
+def test_episodes_lost_to_missing_and_broken_clips_are_counted_per_task_and_k(dataset: Path):
+    """What a run will record as error lines, before it runs: per task and k, with the files to blame."""
+    assert validate(dataset).lost == []
+    wav = dataset / "data/audiocount/easy/hit_2.wav"  # demo 2 of AudioCount: used at k = 2 only
+    wav.write_bytes(wav.read_bytes()[:1000])
+    (dataset / "data/anomalous/fan/test/query.wav").unlink()  # the AnomalyDetect query: every k
+    report = validate(dataset)
+    assert report.lost == [
+        LostEpisodes("AudioCount", 2, episodes=1, lost=1, missing_files=0, broken_files=1),
+        LostEpisodes("AnomalyDetect", 1, episodes=1, lost=1, missing_files=1, broken_files=0),
+        LostEpisodes("AnomalyDetect", 2, episodes=1, lost=1, missing_files=1, broken_files=0),
+    ]
+    text = format_report(report)
+    table = text.split("by task and k:\n")[1].split("\n\n")[0].splitlines()
+    assert [row.split() for row in table] == [
+        ["task", "k", "episodes", "lost", "missing", "files", "broken", "files"],
+        ["AudioCount", "2", "1", "1", "0", "1"],
+        ["AnomalyDetect", "1", "1", "1", "1", "0"],
+        ["AnomalyDetect", "2", "1", "1", "1", "0"],
+    ]
+    assert report.to_json()["lost"][0] == {
+        "task": "AudioCount",
+        "k": 2,
+        "episodes": 1,
+        "lost": 1,
+        "missing_files": 0,
+        "broken_files": 1,
+    }

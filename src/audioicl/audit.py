@@ -47,7 +47,7 @@ from . import audio, perception
 from .backends.textonly import Seen, best_answers, weights_for
 from .errors import AudioICLError
 from .meta import find_meta_files, read_meta, resolve_audio_path
-from .prompts import build_chat, silent_clip
+from .prompts import SilentClips, build_prompt
 from .records import Episode
 from .report.accuracy import chance_level, order_tasks
 from .scoring import judge, wilson_interval
@@ -75,6 +75,7 @@ TASK_SIGNAL = {
     **{(task, "rms"): _ENERGY for task in ("AudioCount", "AudioCountHard")},
 }
 REMAP_TASK = "AudioRemap"
+SILENT = SilentClips()  # chats laid out without reading audio: the text-only solver needs none
 MAX_EXAMPLES = 5
 
 
@@ -373,7 +374,7 @@ class TextOnly:
 
 
 def text_only(ep: Episode) -> TextOnly:
-    weights = weights_for(Seen.of(build_chat(ep, ".", load=silent_clip)))
+    weights = weights_for(Seen.of(build_prompt(ep, SILENT).chat))
     return TextOnly(tuple(best_answers(weights)), tuple(a for a, w in weights.items() if w > 0))
 
 

@@ -19,11 +19,12 @@ first as ``Letter A`` .. ``Letter Z``. The multi-turn layout puts each demo in i
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import json
 import os
 import string
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -34,7 +35,7 @@ import yaml
 from . import audio
 from .errors import AudioICLError
 from .meta import resolve_audio_path
-from .records import Clip, Episode
+from .records import Episode
 from .tasks import TASKS
 
 Role = Literal["system", "user", "assistant"]
@@ -83,11 +84,21 @@ class TextPart:
 
 @dataclass(frozen=True, eq=False)
 class AudioPart:
-    """Mono float32 samples at ``sr``; ``path`` is the meta ``audio_path`` they came from."""
+    """Mono float32 samples at ``sr`` and ``digest``, a hash of them that names the clip by content.
+
+    No file name travels with the samples: what reaches a model is the sound, never a path that could
+    spell the label (``_5.wav``). Backends key their caches by ``digest``."""
 
     wave: np.ndarray
     sr: int
-    path: str
+    digest: str
+
+    @classmethod
+    def of(cls, wave: np.ndarray, sr: int) -> AudioPart:
+        wave = np.ascontiguousarray(wave, dtype=np.float32)
+        hasher = hashlib.blake2b(int(sr).to_bytes(4, "little"), digest_size=16)
+        hasher.update(wave.tobytes())
+        return cls(wave=wave, sr=int(sr), digest=hasher.hexdigest())
 
     @property
     def seconds(self) -> float:
@@ -247,12 +258,47 @@ def load_prompt_set(path: str | os.PathLike) -> PromptSet:
 
 def load_clip(root: str | os.PathLike, audio_path: str, sr: int = audio.SAMPLE_RATE) -> AudioPart:
     wave, rate = audio.load(resolve_audio_path(root, audio_path), sr=sr)
-    return AudioPart(wave=wave, sr=rate, path=audio_path)
+    return AudioPart.of(wave, rate)
 
 
-def silent_clip(audio_path: str) -> AudioPart:
-    """An empty clip standing for ``audio_path``: a chat's text and items without reading any audio."""
-    return AudioPart(wave=np.zeros(0, dtype=np.float32), sr=audio.SAMPLE_RATE, path=audio_path)
+class ClipStore:
+    """Loads a dataset's clips (mono, ``sr``), each read and resampled once while it stays among the most
+    recently used ``max_samples`` samples (default 20 minutes of audio at 16 kHz, 77 MB of float32), so a
+    run that visits an episode's k files together decodes its clips once."""
+
+    def __init__(
+        self, root: str | os.PathLike, sr: int = audio.SAMPLE_RATE, max_samples: int = 20 * 60 * 16_000
+    ):
+        self.root, self.sr, self.max_samples = root, sr, max_samples
+        self._parts: OrderedDict[str, AudioPart] = OrderedDict()
+        self._samples = 0
+        self.loads = 0  # files decoded (for tests and progress reports)
+
+    def load(self, audio_path: str) -> AudioPart:
+        part = self._parts.get(audio_path)
+        if part is not None:
+            self._parts.move_to_end(audio_path)
+            return part
+        part = load_clip(self.root, audio_path, self.sr)
+        self.loads += 1
+        self._parts[audio_path] = part
+        self._samples += len(part.wave)
+        while self._samples > self.max_samples and len(self._parts) > 1:
+            _, dropped = self._parts.popitem(last=False)
+            self._samples -= len(dropped.wave)
+        return part
+
+
+class SilentClips(ClipStore):
+    """A clip store that reads nothing: every clip is empty. Lays out a chat's text and items without the
+    audio (the text-only floor in ``audit``, which must work where the audio is missing)."""
+
+    def __init__(self) -> None:
+        super().__init__(".")
+        self._silence = AudioPart.of(np.zeros(0, dtype=np.float32), self.sr)
+
+    def load(self, audio_path: str) -> AudioPart:
+        return self._silence
 
 
 def morse_bank_paths() -> tuple[str, ...]:
@@ -277,30 +323,43 @@ def load_morse_bank(root: str | os.PathLike, mode: MorseBankMode) -> tuple[Audio
     return tuple(load_clip(root, p) for p in paths)
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """A chat for the backend and, beside it, the meta ``audio_path`` of each clip in the order the model
+    hears them (for result lines and messages; never part of the chat)."""
+
+    chat: Chat
+    audio_paths: tuple[str, ...]
+
+
 # --------------------------------------------------------------------------- building chats
 
 
 def _episode_items(
-    episode: Episode, load_path: Callable[[str], AudioPart], bank: Sequence[AudioPart]
-) -> tuple[PromptItem, ...]:
-    def load(clip: Clip) -> AudioPart:
-        return load_path(clip.audio_path)
-
-    items: list[PromptItem] = []
+    episode: Episode, clips: ClipStore, bank: Sequence[AudioPart]
+) -> list[tuple[PromptItem, str]]:
+    """The clips in presentation order, each with its meta ``audio_path``."""
+    bank_paths = morse_bank_paths()
+    items: list[tuple[PromptItem, str]] = []
     if episode.task == MORSE_TASK:
         for number, part in enumerate(bank, start=1):
             letter = MORSE_LETTERS[number - 1]
-            items.append(PromptItem("bank", number, None, f"Letter {letter}", part, letter.lower()))
+            item = PromptItem("bank", number, None, f"Letter {letter}", part, letter.lower())
+            items.append((item, bank_paths[number - 1]))
     for number, demo in enumerate(episode.demos, start=1):
         for clip in demo.clips:
             tag = f"Demo {number} {clip.role}" if demo.multi else f"Demo Audio {number}"
-            items.append(PromptItem("demo", number, clip.role, tag, load(clip), clip.label))
+            item = PromptItem("demo", number, clip.role, tag, clips.load(clip.audio_path), clip.label)
+            items.append((item, clip.audio_path))
     query = episode.query
     for position, clip in enumerate(query.clips):
         target = position == len(query.clips) - 1
         tag = f"Query {clip.role}" if query.multi else "Query Audio"
-        items.append(PromptItem("query", 1, clip.role, tag, load(clip), None if target else clip.label))
-    return tuple(items)
+        label = None if target else clip.label
+        items.append(
+            (PromptItem("query", 1, clip.role, tag, clips.load(clip.audio_path), label), clip.audio_path)
+        )
+    return items
 
 
 def _clip_line(item: PromptItem, answer_slot: bool) -> list[str | AudioPart]:
@@ -359,32 +418,37 @@ def _multiturn(items: Sequence[PromptItem], head: list[str]) -> list[Message]:
     return messages
 
 
-def build_chat(
+def build_prompt(
     episode: Episode,
-    root: str | os.PathLike,
+    clips: ClipStore,
     *,
     style: Style = "specific",
     layout: Layout = "original",
     family: str = "default",
     prompt_set: PromptSet | None = None,
     bank: Sequence[AudioPart] = (),
-    load: Callable[[str], AudioPart] | None = None,
-) -> Chat:
-    """Load the episode's audio (mono, 16 kHz) and lay it out as a chat. ``bank``: Morse letter clips
-    A..Z (``load_morse_bank``), shown for MorseCode episodes only. ``load``: audio path → clip, instead of
-    reading it under ``root`` (``silent_clip`` lays out a chat without audio, for text-only use). Audio
-    problems raise ``AudioICLError`` carrying the episode id."""
+) -> Prompt:
+    """Load the episode's audio through ``clips`` and lay it out as a chat. ``bank``: Morse letter clips
+    A..Z (``load_morse_bank``), shown for MorseCode episodes only. Audio problems raise ``AudioICLError``
+    carrying the episode id."""
     prompt_set = prompt_set or PromptSet()
     try:
-        items = _episode_items(episode, load or functools.partial(load_clip, root), bank)
+        placed = _episode_items(episode, clips, bank)
     except AudioICLError as exc:
         exc.id = exc.id or episode.id
         raise
+    items = tuple(item for item, _ in placed)
     instruction = prompt_set.instruction(episode.task, style)
     head = [instruction + "\n\n"] if instruction else []
     system = Message("system", (TextPart(prompt_set.system_prompt(family)),))
     turns = _multiturn(items, head) if layout == "multiturn" else _original_turns(items, head)
-    return Chat(task=episode.task, messages=(system, *turns), items=items)
+    chat = Chat(task=episode.task, messages=(system, *turns), items=items)
+    return Prompt(chat, tuple(path for _, path in placed))
+
+
+def build_chat(episode: Episode, root: str | os.PathLike, **layout: Any) -> Chat:
+    """``build_prompt``'s chat, loading clips from the dataset at ``root`` (mono, 16 kHz)."""
+    return build_prompt(episode, ClipStore(root), **layout).chat
 
 
 # --------------------------------------------------------------------------- padding
@@ -394,7 +458,7 @@ def _pad_wave(part: AudioPart, samples: int) -> AudioPart:
     if len(part.wave) >= samples:
         return part
     wave = np.concatenate([part.wave, np.zeros(samples - len(part.wave), dtype=part.wave.dtype)])
-    return replace(part, wave=wave)
+    return AudioPart.of(wave, part.sr)
 
 
 def _pad_chat_to(chat: Chat, samples: int) -> Chat:

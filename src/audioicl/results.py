@@ -99,14 +99,15 @@ def record_shard(record: Record) -> str | None:
 
 
 def record_conflicts(old: Record, new: Record) -> list[str]:
-    """``key: was X, now Y`` for each recorded fact that changes what a result line says: the settings,
-    the data root, the dataset fingerprint and the meta file of any k both records have run."""
+    """``key: was X, now Y`` for each recorded fact that changes what a result line says: the settings, the
+    data root, the dataset fingerprint, the downloaded repo and commit, and the meta file of any k both records
+    have run."""
     old_settings, new_settings = old.get("settings") or {}, new.get("settings") or {}
     pairs = {
         key: (old_settings.get(key), new_settings.get(key))
         for key in old_settings.keys() | new_settings.keys()
     }
-    for key in ("data", "dataset_fingerprint"):
+    for key in ("data", "dataset_fingerprint", "dataset_source"):
         pairs[key] = (old.get(key), new.get(key))
     old_meta, new_meta = old.get("meta_sha256") or {}, new.get("meta_sha256") or {}
     for k in sorted(old_meta.keys() & new_meta.keys(), key=int):

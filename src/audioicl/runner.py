@@ -27,25 +27,29 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from tqdm import tqdm
 
 from . import __version__
 from .backends import Backend, load_backend, parse_model_spec
+from .backends.base import GenerationConfig, Request, Response
+from .download import dataset_source
 from .errors import AudioICLError, refuse_duplicate_ids
 from .files import write_atomic
 from .meta import find_meta_files, iter_meta
 from .prompts import (
     AudioPart,
     Chat,
+    ClipStore,
     Layout,
     MorseBankMode,
     PadMode,
+    Prompt,
     PromptSet,
     Style,
-    build_chat,
+    build_prompt,
     load_morse_bank,
     load_prompt_set,
     pad_chats,
@@ -70,6 +74,8 @@ from .tasks import TASKS
 RECORD_LOCK_WAIT_S = 30.0  # another run of the same model in the folder holds the record only briefly
 
 Report = Callable[[str], None]
+RunOrder = Literal["episode", "k"]
+RUN_ORDERS: tuple[str, ...] = ("episode", "k")
 
 
 def _stderr(message: str) -> None:
@@ -124,6 +130,8 @@ class RunOptions:
     name: str | None = None  # the <model> of the file names; default: the model name's last component
     backend_options: Mapping[str, str] = field(default_factory=dict)
     retry_errors: bool = False  # drop the selected episodes' error lines first, so they run again
+    order: RunOrder = "episode"  # episode: an episode's k lines together; k: one k file after another
+    window: int | None = None  # prompts per backend call (sorted by length there); None: 4 batches
 
     @property
     def model_name(self) -> str:
@@ -253,15 +261,15 @@ def _settings(options: RunOptions) -> dict[str, Any]:
     return settings
 
 
-def _run_record(options: RunOptions, backend: Backend, metas: Mapping[int, Path]) -> Record:
+def _run_record(options: RunOptions, metas: Mapping[int, Path]) -> Record:
     """This run's record: what its lines depend on, and (in ``runs``) what it selected."""
     return {
         "audioicl_version": __version__,
         "data": str(options.data.resolve()),
         "dataset_fingerprint": _dataset_fingerprint(options.data),
+        "dataset_source": dataset_source(options.data),  # repo and commit of a downloaded dataset
         "model": options.model,
         "model_name": options.model_name,
-        "backend": backend.name,
         "settings": _settings(options),
         "prompts": str(options.prompts.resolve()) if options.prompts else None,
         "shard": str(options.shard) if options.shard else None,
@@ -298,19 +306,28 @@ def _merge_record(found: tuple[Path, Record] | None, record: Record) -> Record:
     }
 
 
-def _update_run_record(folder: Path, record: Record) -> None:
-    """Check this run against the model's record in ``folder`` and add it, under the record's lock."""
+def _with_backend(record: Record, backend: Backend) -> Record:
+    """The record with what the loaded backend says of itself (versions, checkpoint hash, dtype, device),
+    kept per run since a resumed run may load it elsewhere."""
+    run = {**record["runs"][-1], "backend": backend.name, "backend_info": dict(backend.info)}
+    return {**record, "backend": backend.name, "runs": [*record["runs"][:-1], run]}
+
+
+def _update_run_record(folder: Path, record: Record, write: bool = True) -> None:
+    """Check this run against the model's record in ``folder`` and (``write``) add it, under the record's
+    lock; a conflict raises before anything is written."""
     path = folder / run_record_name(record["model_name"])
     lock = FileLock(path)
     lock.acquire(wait_s=RECORD_LOCK_WAIT_S)
     try:
         merged = _merge_record(model_run_record(folder, record["model_name"]), record)
-        write_atomic(path, dumps_record(merged), durable=True)
+        if write:
+            write_atomic(path, dumps_record(merged), durable=True)
     finally:
         lock.release()
 
 
-# --------------------------------------------------------------------------- one batch
+# --------------------------------------------------------------------------- prompts and lines
 
 
 def audio_sha256(chat: Chat) -> str:
@@ -322,41 +339,51 @@ def audio_sha256(chat: Chat) -> str:
     return digest.hexdigest()
 
 
-def _too_long(chat: Chat, limit: float | None) -> str | None:
+def _too_long(prompt: Prompt, limit: float | None) -> str | None:
     if limit is None:
         return None
-    for item in chat.items:
+    for item, path in zip(prompt.chat.items, prompt.audio_paths, strict=True):
         if item.audio.seconds > limit:
-            return (
-                f"clip {item.audio.path} is {item.audio.seconds:.2f} s long; the backend accepts at most "
-                f"{limit:g} s"
-            )
+            return f"clip {path} is {item.audio.seconds:.2f} s long; the backend accepts at most {limit:g} s"
     return None
+
+
+@dataclass(frozen=True)
+class Work:
+    """One line to write: an episode as its k file has it."""
+
+    k: int
+    episode: Episode
+
+    @property
+    def key(self) -> str:
+        return f"{self.episode.id}@k{self.k}"
 
 
 @dataclass
 class _Prepared:
-    episode: Episode
-    chat: Chat | None
+    work: Work
+    prompt: Prompt | None
     error: str | None
 
 
 @dataclass
-class BatchRunner:
-    """Turns episodes into result lines for one k with one backend and prompt configuration."""
+class PromptMaker:
+    """Turns work into prompts for one backend and prompt configuration; clips are decoded once while
+    they stay in ``clips`` (an episode's k files are visited together, so its clips are shared)."""
 
     options: RunOptions
-    backend: Backend
     prompt_set: PromptSet
     family: str
     bank: tuple[AudioPart, ...]
-    k: int
+    clips: ClipStore
+    max_clip_seconds: float | None
 
-    def prepare(self, episode: Episode) -> _Prepared:
+    def prepare(self, work: Work) -> _Prepared:
         try:
-            chat = build_chat(
-                episode,
-                self.options.data,
+            prompt = build_prompt(
+                work.episode,
+                self.clips,
                 style=self.options.style,
                 layout=self.options.layout,
                 family=self.family,
@@ -364,70 +391,120 @@ class BatchRunner:
                 bank=self.bank,
             )
         except AudioICLError as exc:
-            return _Prepared(episode, None, str(exc))
-        error = _too_long(chat, self.backend.max_clip_seconds)
-        return _Prepared(episode, None if error else chat, error)
+            return _Prepared(work, None, str(exc))
+        error = _too_long(prompt, self.max_clip_seconds)
+        return _Prepared(work, None if error else prompt, error)
 
-    def _result(self, episode: Episode, fields: dict[str, Any]) -> Result:
-        response = fields.pop("response")
-        extra = {**fields, "k": self.k, "model": self.options.model}
-        return Result(episode.id, episode.task, response, episode.query.label, extra)
 
-    def run(self, episodes: Sequence[Episode]) -> list[Result]:
-        prepared = [self.prepare(ep) for ep in episodes]
-        ok = [p for p in prepared if p.chat is not None]
-        chats = pad_chats([p.chat for p in ok if p.chat is not None], self.options.pad)
-        started = time.perf_counter()
-        responses = self.backend.generate(chats, self.options.max_new_tokens) if chats else []
-        seconds = (time.perf_counter() - started) / max(len(chats), 1)
-        if len(responses) != len(chats):
-            raise RuntimeError(
-                f"backend {self.backend.name} returned {len(responses)} responses for {len(chats)}"
-            )
-        answered = {id(p): (chat, response) for p, chat, response in zip(ok, chats, responses, strict=True)}
-        results = []
-        for p in prepared:
-            if id(p) in answered:
-                chat, response = answered[id(p)]
-                results.append(self._ok_line(p.episode, chat, response, seconds))
-            else:
-                results.append(self._error_line(p.episode, p.error or "unknown error"))
-        return results
+def _line(work: Work, model: str, fields: dict[str, Any]) -> Result:
+    response = fields.pop("response")
+    extra = {**fields, "k": work.k, "model": model}
+    return Result(work.episode.id, work.episode.task, response, work.episode.query.label, extra)
 
-    def _ok_line(self, episode: Episode, chat: Chat, response: str | None, seconds: float) -> Result:
-        prompt = render_text(chat)
-        fields = {
-            "response": response.strip() if isinstance(response, str) else None,
-            "status": "ok",
-            "error": None,
-            "seconds": round(seconds, 6),
-            "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
-            "audio_sha256": audio_sha256(chat),
-            "prompt": prompt,
-            "audio_paths": [item.audio.path for item in chat.items],
-        }
-        return self._result(episode, fields)
 
-    def _error_line(self, episode: Episode, error: str) -> Result:
-        fields = {
-            "response": None,
-            "status": "error",
-            "error": error,
-            "seconds": None,
-            "prompt_sha256": None,
-            "audio_sha256": None,
-            "prompt": None,
-            "audio_paths": [clip.audio_path for clip in episode.clips()],
-        }
-        return self._result(episode, fields)
+def ok_line(work: Work, model: str, prompt: Prompt, chat: Chat, response: Response, seconds: float) -> Result:
+    """The line of an answered prompt; ``chat`` is what the backend got (``prompt.chat``, maybe padded)."""
+    text = render_text(chat)
+    fields = {
+        "response": response.text.strip() if isinstance(response.text, str) else None,
+        "status": "ok",
+        "error": None,
+        "seconds": round(seconds, 6),
+        "usage": response.usage.to_json(),
+        "prompt_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "audio_sha256": audio_sha256(chat),
+        "prompt": text,
+        "audio_paths": list(prompt.audio_paths),
+    }
+    return _line(work, model, fields)
+
+
+def error_line(work: Work, model: str, error: str, prompt: Prompt | None = None) -> Result:
+    fields = {
+        "response": None,
+        "status": "error",
+        "error": error,
+        "seconds": None,
+        "usage": {},
+        "prompt_sha256": None,
+        "audio_sha256": None,
+        "prompt": None,
+        "audio_paths": list(prompt.audio_paths) if prompt else [c.audio_path for c in work.episode.clips()],
+    }
+    return _line(work, model, fields)
+
+
+# --------------------------------------------------------------------------- one window of work
+
+
+WINDOW_BATCHES = 4  # a backend call holds this many batches by default, so a backend can sort by length
+FAILED_WINDOWS_LIMIT = 3  # windows in a row whose whole call raised: the run stops instead of going on
+
+
+def _generate(
+    backend: Backend, requests: list[Request], config: GenerationConfig
+) -> tuple[list[Response], str | None]:
+    """The backend's responses, or (when the call itself raised) one error response per request and the
+    error's text. A wrong number of responses is a bug in the backend and stops the run."""
+    try:
+        responses = backend.generate(requests, config)
+    except Exception as exc:  # one failed call becomes error lines; the caller stops after several
+        error = f"backend {backend.name} failed: {type(exc).__name__}: {exc}"
+        return [Response.failed(error) for _ in requests], error
+    if len(responses) != len(requests):
+        raise RuntimeError(f"backend {backend.name} returned {len(responses)} responses for {len(requests)}")
+    return list(responses), None
+
+
+def run_window(
+    maker: PromptMaker, backend: Backend, config: GenerationConfig, window: Sequence[Work]
+) -> tuple[list[Result], str | None]:
+    """Result lines for ``window`` (in its order) and the error of a backend call that raised, if any."""
+    model = maker.options.model
+    prepared = [maker.prepare(work) for work in window]
+    ok = [p for p in prepared if p.prompt is not None]
+    chats = pad_chats([p.prompt.chat for p in ok if p.prompt is not None], maker.options.pad)
+    requests = [
+        Request(p.work.key, p.work.episode.id, p.work.episode.task, p.work.k, chat)
+        for p, chat in zip(ok, chats, strict=True)
+    ]
+    started = time.perf_counter()
+    responses, call_error = _generate(backend, requests, config) if requests else ([], None)
+    seconds = (time.perf_counter() - started) / max(len(requests), 1)
+    answered = {id(p): (chat, response) for p, chat, response in zip(ok, chats, responses, strict=True)}
+    results = []
+    for p in prepared:
+        if id(p) not in answered:
+            results.append(error_line(p.work, model, p.error or "unknown error"))
+            continue
+        chat, response = answered[id(p)]
+        if response.error is not None:
+            results.append(error_line(p.work, model, response.error, p.prompt))
+        else:
+            assert p.prompt is not None
+            results.append(ok_line(p.work, model, p.prompt, chat, response, seconds))
+    return results, call_error
 
 
 # --------------------------------------------------------------------------- the run
 
 
-def _batches(items: Sequence[Episode], size: int) -> Iterator[Sequence[Episode]]:
+def _windows(items: Sequence[Work], size: int) -> Iterator[Sequence[Work]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def order_work(pending: Mapping[int, Sequence[Episode]], order: RunOrder) -> list[Work]:
+    """``k``: all of k=1's episodes, then k=2's ... ``episode``: each episode's k lines together, episodes
+    in the order they first appear in the k files (smallest k first), so the clips and prompt prefixes
+    that an episode's k files share are handled together."""
+    work = [Work(k, ep) for k in sorted(pending) for ep in pending[k]]
+    if order == "k":
+        return work
+    first_seen: dict[str, int] = {}
+    for item in work:
+        first_seen.setdefault(item.episode.id, len(first_seen))
+    return sorted(work, key=lambda item: (first_seen[item.episode.id], item.k))
 
 
 def _validate(options: RunOptions) -> None:
@@ -439,10 +516,17 @@ def _validate(options: RunOptions) -> None:
         raise AudioICLError(f"--limit must not be negative, got {options.limit}")
     if "seed" in options.backend_options:
         raise AudioICLError("set the seed with --seed, not as a backend option")
+    if options.window is not None and options.window < 1:
+        raise AudioICLError(f"--window must be at least 1, got {options.window}")
+    if options.order not in RUN_ORDERS:
+        raise AudioICLError(f"--order must be one of {', '.join(RUN_ORDERS)}, got {options.order!r}")
 
 
 def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
-    """Run ``options.model`` over the selected episodes of every k; see the module docstring."""
+    """Run ``options.model`` over the selected episodes of every k; see the module docstring.
+
+    The backend is loaded only after the results files are locked and the folder's run record accepts
+    this run's settings: a large model is not loaded to be refused."""
     _validate(options)
     metas = _meta_files(options)
     selected: dict[int, list[Episode]] = {}
@@ -453,57 +537,99 @@ def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
         selected[k] = select_episodes(episodes, options.tasks, options.limit, options.shard)
     prompt_set = load_prompt_set(options.prompts) if options.prompts else PromptSet()
     bank = load_morse_bank(options.data, options.morse_bank)
-    backend = load_backend(options.model, seed=options.seed, **options.backend_options)
-    family = getattr(backend, "family", None) or system_family(parse_model_spec(options.model).name)
 
     folder = options.folder
     folder.mkdir(parents=True, exist_ok=True)
-    record = _run_record(options, backend, metas)
+    record = _run_record(options, metas)
 
     locks = [FileLock(folder / results_name(options.model_name, k)) for k in selected]
     acquired: list[FileLock] = []
+    backend: Backend | None = None
     try:
         for lock in locks:
             lock.acquire()
             acquired.append(lock)
             if lock.taken_over:
                 report(f"warning: took over the stale lock {lock.lock} of dead process {lock.taken_over.pid}")
-        _update_run_record(folder, record)
-        summaries = []
-        for k, episodes in selected.items():
-            runner = BatchRunner(options, backend, prompt_set, family, bank, k)
-            summaries.append(_run_k(runner, episodes, folder / results_name(options.model_name, k), report))
+        _update_run_record(folder, record, write=False)
+        backend = load_backend(options.model, seed=options.seed, **options.backend_options)
+        _update_run_record(folder, _with_backend(record, backend))
+        family = getattr(backend, "family", None) or system_family(parse_model_spec(options.model).name)
+        maker = PromptMaker(
+            options, prompt_set, family, bank, ClipStore(options.data), backend.max_clip_seconds
+        )
+        return _run_all(maker, backend, selected, folder, report)
     finally:
+        if backend is not None:
+            backend.close()
         for lock in acquired:
             lock.release()
-    return RunSummary(tuple(summaries))
 
 
-def _run_k(runner: BatchRunner, episodes: list[Episode], path: Path, report: Report) -> KSummary:
-    """Append the lines of ``episodes`` not yet in ``path``; the caller holds the file's lock."""
-    log = ResultsLog.open(path)
-    summary = KSummary(runner.k, path, selected=len(episodes), repaired=log.repaired)
-    if log.repaired:
-        report(f"warning: {log.repaired}")
-    wanted = {ep.id for ep in episodes}
-    if runner.options.retry_errors:
-        summary.retried = drop_error_lines(path, wanted)
-        if summary.retried:
-            log = ResultsLog.open(path)
-    done = log.done_ids()
-    summary.earlier_errors = sum(
-        1 for line in log.existing if line.id in wanted and line.data.get("status") == "error"
+def _open_logs(
+    options: RunOptions, selected: Mapping[int, list[Episode]], folder: Path, report: Report
+) -> tuple[dict[int, ResultsLog], dict[int, KSummary], dict[int, list[Episode]]]:
+    """Each k's results log (repaired, error lines dropped when retrying), summary and pending episodes."""
+    logs: dict[int, ResultsLog] = {}
+    summaries: dict[int, KSummary] = {}
+    pending: dict[int, list[Episode]] = {}
+    for k, episodes in selected.items():
+        path = folder / results_name(options.model_name, k)
+        log = ResultsLog.open(path)
+        summary = KSummary(k, path, selected=len(episodes), repaired=log.repaired)
+        if log.repaired:
+            report(f"warning: {log.repaired}")
+        wanted = {ep.id for ep in episodes}
+        if options.retry_errors:
+            summary.retried = drop_error_lines(path, wanted)
+            if summary.retried:
+                log = ResultsLog.open(path)
+        done = log.done_ids()
+        summary.earlier_errors = sum(
+            1 for line in log.existing if line.id in wanted and line.data.get("status") == "error"
+        )
+        pending[k] = [ep for ep in episodes if ep.id not in done]
+        summary.skipped = len(episodes) - len(pending[k])
+        logs[k], summaries[k] = log, summary
+    return logs, summaries, pending
+
+
+def _run_all(
+    maker: PromptMaker,
+    backend: Backend,
+    selected: Mapping[int, list[Episode]],
+    folder: Path,
+    report: Report,
+) -> RunSummary:
+    """Append the lines of the selected episodes not yet in their k's file; the caller holds the locks."""
+    options = maker.options
+    logs, summaries, pending = _open_logs(options, selected, folder, report)
+    config = GenerationConfig(
+        max_new_tokens=options.max_new_tokens, seed=options.seed, batch_size=options.batch_size
     )
-    pending = [ep for ep in episodes if ep.id not in done]
-    summary.skipped = len(episodes) - len(pending)
+    work = order_work(pending, options.order)
+    window_size = options.window or options.batch_size * WINDOW_BATCHES
+    if options.pad == "batch":  # the original padded each batch to its longest clip: one batch per call
+        window_size = options.batch_size
+    failed_in_a_row = 0
     try:
-        with tqdm(total=len(pending), desc=f"k={runner.k}", unit="ep", disable=None) as bar:
-            for batch in _batches(pending, runner.options.batch_size):
-                results = runner.run(batch)
-                log.append(results)
-                summary.written += len(results)
-                summary.errors += sum(1 for r in results if r.extra.get("status") == "error")
-                bar.update(len(batch))
+        with tqdm(total=len(work), desc="prompts", unit="prompt", disable=None) as bar:
+            for window in _windows(work, window_size):
+                results, call_error = run_window(maker, backend, config, window)
+                for k in sorted({item.k for item in window}):
+                    lines = [r for item, r in zip(window, results, strict=True) if item.k == k]
+                    logs[k].append(lines)
+                    summaries[k].written += len(lines)
+                    summaries[k].errors += sum(1 for r in lines if r.extra.get("status") == "error")
+                bar.update(len(window))
+                failed_in_a_row = failed_in_a_row + 1 if call_error else 0
+                if call_error:
+                    report(f"warning: {call_error}; its {len(window)} prompts got error lines")
+                if failed_in_a_row >= FAILED_WINDOWS_LIMIT:
+                    raise AudioICLError(
+                        f"the backend failed {failed_in_a_row} calls in a row; stopping (last: {call_error})"
+                    )
     finally:
-        log.close()
-    return summary
+        for log in logs.values():
+            log.close()
+    return RunSummary(tuple(summaries[k] for k in sorted(summaries)))

@@ -2,10 +2,11 @@
 
 The default numbers reproduce the original evaluation script exactly, quirks included (``"3.5"`` reads as 5,
 ``"not normal"`` reads as normal, a null ``gt`` and an empty response are equal under the text rule).
-Our additions never change them: unparsed responses counted separately (they stay in the denominator),
-Wilson intervals, a cluster-bootstrap interval over query clips (where a query clip serves several episodes,
-as in the released data, the episodes are not independent and the Wilson interval is too narrow), and an
-opt-in strict mode that only accepts a response that is the bare answer.
+Our additions never change them: unparsed responses and error lines (``status: "error"``: episodes a run
+could not ask, e.g. for a missing clip) counted separately (both stay in the denominator, as wrong), Wilson
+intervals, a cluster-bootstrap interval over query clips (where a query clip serves several episodes, as in
+the released data, the episodes are not independent and the Wilson interval is too narrow), and an opt-in
+strict mode that only accepts a response that is the bare answer.
 
 Everything here is a plain function over typed records so the report module can reuse it:
 ``find_result_files`` → ``iter_scored_lines`` / ``score_files`` → ``write_summary`` → ``read_summary``.
@@ -39,7 +40,7 @@ ANOMALY_TASK = "AnomalyDetect"
 REMAP_TASK = "AudioRemap"
 REMAP_LENGTH = 3
 SUMMARY_HEADER = ("model", "shots", "task", "accuracy", "n")
-DETAIL_HEADER = (*SUMMARY_HEADER, "correct", "unparsed", "ci_low", "ci_high", "scoring")
+DETAIL_HEADER = (*SUMMARY_HEADER, "correct", "unparsed", "errors", "ci_low", "ci_high", "scoring")
 DETAIL_HEADER += ("query_clips", "cluster_ci_low", "cluster_ci_high")
 BOOTSTRAP_DRAWS = 2000
 UNKNOWN_CLIPS = "unknown"
@@ -308,7 +309,8 @@ def _query_clip(record: dict, shots: int, episode: object, options: ScoreOptions
 
 @dataclass(slots=True)
 class ScoredLine:
-    """One non-blank result line and its verdict; ``malformed`` lines (only with ``skip_bad_lines``) are wrong."""
+    """One non-blank result line and its verdict; ``malformed`` lines (only with ``skip_bad_lines``) are wrong;
+    ``error``: the run recorded that it could not ask the model (``status: "error"``)."""
 
     model: str
     shots: int
@@ -320,6 +322,7 @@ class ScoredLine:
     gt: object
     verdict: Verdict
     malformed: bool = False
+    error: bool = False
     query_clip: str | None = None  # the query clip's audio path, when the line or the dataset tells
 
 
@@ -351,7 +354,7 @@ def _line_problem(text: str) -> str:
 
 
 def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
-    """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed,
+    """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed, error,
     query_clip)``: the aggregation's hot loop, which needs no record per line."""
     keys = options.keys
     response_key, gt_key, task_key, id_key = keys.response, keys.gt, keys.task, keys.id
@@ -378,7 +381,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
                     line=number,
                     id=episode,
                 )
-            yield number, episode, "", None, None, _UNPARSED, True, None
+            yield number, episode, "", None, None, _UNPARSED, True, False, None
             continue
         task = record.get(task_key, "")
         if type(task) is not str:
@@ -394,6 +397,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
             gt,
             rules.get(task, fallback).judge(response, gt),
             False,
+            record.get("status") == "error",
             _query_clip(record, result.shots, episode, options),
         )
 
@@ -416,10 +420,10 @@ def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()
 
 @dataclass(frozen=True)
 class SummaryRow:
-    """Accuracy of one model at one k on one task. ``correct`` and ``unparsed`` are None when unknown
-    (a summary CSV read back holds only accuracy and n). ``query_clips``: distinct query clips among the
-    n lines (None: some line's clip is unknown); ``cluster_interval``: the 95% cluster-bootstrap interval
-    over them."""
+    """Accuracy of one model at one k on one task. ``correct``, ``unparsed`` and ``errors`` (error lines: episodes
+    the run could not ask) are None when unknown (a summary CSV read back holds only accuracy and n).
+    ``query_clips``: distinct query clips among the n lines (None: some line's clip is unknown);
+    ``cluster_interval``: the 95% cluster-bootstrap interval over them."""
 
     model: str
     shots: int
@@ -428,6 +432,7 @@ class SummaryRow:
     n: int
     correct: int | None = None
     unparsed: int | None = None
+    errors: int | None = None
     query_clips: int | None = None
     cluster_interval: tuple[float, float] | None = None
 
@@ -456,8 +461,8 @@ class Scoring:
 
 @dataclass
 class _FileCounts:
-    """One file's tallies: task → [correct, n, unparsed], task → query clip → [correct, n] (a None clip:
-    lines whose clip is unknown), malformed lines, and its lines when kept."""
+    """One file's tallies: task → [correct, n, unparsed, errors], task → query clip → [correct, n] (a None
+    clip: lines whose clip is unknown), malformed lines, and its lines when kept."""
 
     per_task: dict[str, list[int]]
     per_clip: dict[str, dict[str | None, list[int]]]
@@ -474,14 +479,15 @@ def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) 
         task, verdict = judged[2], judged[5]
         count = per_task.get(task)
         if count is None:
-            count = per_task[task] = [0, 0, 0]
+            count = per_task[task] = [0, 0, 0, 0]
             per_clip[task] = {}
         count[0] += verdict.correct
         count[1] += 1
         count[2] += not verdict.parsed
-        clip = per_clip[task].get(judged[7])
+        count[3] += judged[7]
+        clip = per_clip[task].get(judged[8])
         if clip is None:
-            clip = per_clip[task][judged[7]] = [0, 0]
+            clip = per_clip[task][judged[8]] = [0, 0]
         clip[0] += verdict.correct
         clip[1] += 1
         malformed += judged[6]
@@ -511,7 +517,7 @@ def score_files(
 ) -> Scoring:
     """Score result files and aggregate per (model, shots, task); same model and k in several files add up."""
     files = list(files)
-    counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed]
+    counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed, errors]
     clips: dict[tuple[str, int, str], dict[str | None, list[int]]] = {}  # key → clip → [correct, n]
     examples: dict[tuple[str, int], list[ScoredLine]] = {}
     malformed = 0
@@ -519,19 +525,18 @@ def score_files(
         malformed += tally.malformed
         if tally.lines:
             examples.setdefault((result.model, result.shots), []).extend(tally.lines)
-        for task, (correct, n, unparsed) in tally.per_task.items():
+        for task, tally_counts in tally.per_task.items():
             key = (result.model, result.shots, task)
-            total = counts.setdefault(key, [0, 0, 0])
-            total[0] += correct
-            total[1] += n
-            total[2] += unparsed
+            total = counts.setdefault(key, [0, 0, 0, 0])
+            for i, value in enumerate(tally_counts):
+                total[i] += value
             merged = clips.setdefault(key, {})
             for clip, (clip_correct, clip_n) in tally.per_clip[task].items():
                 tally_clip = merged.setdefault(clip, [0, 0])
                 tally_clip[0] += clip_correct
                 tally_clip[1] += clip_n
     rows = []
-    for key, (correct, n, unparsed) in sorted(counts.items()):
+    for key, (correct, n, unparsed, errors) in sorted(counts.items()):
         known = None not in clips[key]
         rows.append(
             SummaryRow(
@@ -540,6 +545,7 @@ def score_files(
                 n,
                 correct,
                 unparsed,
+                errors,
                 len(clips[key]) if known else None,
                 cluster_bootstrap(list(clips[key].values()), key) if known else None,
             )
@@ -602,8 +608,8 @@ def write_summary(path: Path, rows: Iterable[SummaryRow]) -> None:
 
 
 def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False) -> None:
-    """Summary plus correct, unparsed, 95% Wilson interval (independent episodes), the scoring mode
-    (``original``/``strict``), the number of distinct query clips and the 95% cluster-bootstrap interval
+    """Summary plus correct, unparsed, error lines, 95% Wilson interval (independent episodes), the scoring
+    mode (``original``/``strict``), the number of distinct query clips and the 95% cluster-bootstrap interval
     over them (``unknown`` and empty when the lines do not tell their query clips)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -617,7 +623,7 @@ def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False
                 ("", "") if r.cluster_interval is None else tuple(f"{v:.6f}" for v in r.cluster_interval)
             )
             writer.writerow(
-                (r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n, r.correct, r.unparsed)
+                (r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n, r.correct, r.unparsed, r.errors)
                 + (f"{low:.6f}", f"{high:.6f}", mode)
                 + (UNKNOWN_CLIPS if r.query_clips is None else r.query_clips, *clusters)
             )
@@ -649,7 +655,8 @@ def write_per_example(folder: Path, scoring: Scoring, *, keep_text: bool = False
 
 
 def read_summary(path: Path) -> list[SummaryRow]:
-    """Rows of a summary CSV (or of a detail CSV, which adds correct and unparsed), in file order."""
+    """Rows of a summary CSV (or of a detail CSV, which adds correct, unparsed and, since it was added,
+    errors), in file order."""
     path = Path(path)
     try:
         handle = path.open(newline="", encoding="utf-8")
@@ -662,7 +669,11 @@ def read_summary(path: Path) -> list[SummaryRow]:
             raise AudioICLError(
                 f"not a summary CSV: header must start {','.join(SUMMARY_HEADER)}", file=str(path)
             )
-        detail = tuple(header[:7]) == DETAIL_HEADER[:7]
+        extra = {name: header.index(name) for name in ("correct", "unparsed", "errors") if name in header}
+
+        def count(record: list[str], name: str) -> int | None:
+            return int(record[extra[name]]) if name in extra else None
+
         rows = []
         for record in reader:
             if not record:
@@ -676,8 +687,9 @@ def read_summary(path: Path) -> list[SummaryRow]:
                         task,
                         float(accuracy),
                         int(n),
-                        int(record[5]) if detail else None,
-                        int(record[6]) if detail else None,
+                        count(record, "correct"),
+                        count(record, "unparsed"),
+                        count(record, "errors"),
                     )
                 )
             except (ValueError, IndexError):
@@ -688,8 +700,9 @@ def read_summary(path: Path) -> list[SummaryRow]:
 
 
 def format_table(rows: Iterable[SummaryRow]) -> str:
-    """A plain-text table: model, k, task, accuracy %, 95% interval, correct/n, unparsed."""
-    header = ("model", "k", "task", "acc %", "95% CI", "correct/n", "unparsed")
+    """A plain-text table: model, k, task, accuracy %, 95% interval, correct/n, unparsed, error lines (the
+    episodes of the cell the run could not ask: counted in n, as wrong)."""
+    header = ("model", "k", "task", "acc %", "95% CI", "correct/n", "unparsed", "errors")
     body = []
     for r in rows:
         low, high = r.interval()
@@ -703,10 +716,11 @@ def format_table(rows: Iterable[SummaryRow]) -> str:
                 f"[{100 * low:.1f}, {100 * high:.1f}]",
                 f"{correct}/{r.n}",
                 "" if r.unparsed is None else str(r.unparsed),
+                "" if r.errors is None else str(r.errors),
             )
         )
     widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
-    right = {1, 3, 5, 6}
+    right = {1, 3, 5, 6, 7}
     lines = [
         "  ".join(
             cell.rjust(w) if i in right else cell.ljust(w)

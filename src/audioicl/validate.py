@@ -135,6 +135,19 @@ class Nesting:
         return f"no ({self.differ} of {self.compared} episodes differ)"
 
 
+@dataclass(frozen=True)
+class LostEpisodes:
+    """A task in one meta file whose episodes name clips that are missing or broken: a run gives each of
+    those episodes an error line. Files are counted once per task and k."""
+
+    task: str
+    k: int
+    episodes: int
+    lost: int
+    missing_files: int
+    broken_files: int
+
+
 @dataclass
 class Report:
     root: str
@@ -146,6 +159,7 @@ class Report:
     quick: bool
     hashes_verified: bool
     notes: list[str] = field(default_factory=list)
+    lost: list[LostEpisodes] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -168,6 +182,7 @@ class Report:
                 asdict(n) | {"nested": n.nested, "differ_by_k": {str(k): v for k, v in n.differ_by_k.items()}}
                 for n in self.nesting
             ],
+            "lost": [asdict(row) for row in self.lost],
             "problem_counts": self.counts(),
             "problems": [asdict(p) for p in self.problems],
             "notes": self.notes,
@@ -426,10 +441,12 @@ def _check_meta_audio_path(root: Path, rel: str, quick: bool) -> AudioCheck | Au
 
 def _check_all_audio(
     root: Path, uses: dict[str, _Use], quick: bool, pool: ThreadPoolExecutor
-) -> tuple[dict[str, float], list[Problem]]:
-    """Resolve and check every distinct audio path once; durations by meta path, and the problems."""
+) -> tuple[dict[str, float], list[Problem], dict[str, str]]:
+    """Resolve and check every distinct audio path once: durations by meta path, the problems, and the
+    paths that cannot be used (``MISSING_AUDIO``, ``BAD_AUDIO`` or ``BAD_PATH``)."""
     problems: list[Problem] = []
     durations: dict[str, float] = {}
+    unusable: dict[str, str] = {}
     root = root.resolve()  # once, not per path
     checks = pool.map(lambda rel: _check_meta_audio_path(root, rel, quick), uses, chunksize=64)
     for (rel, use), check in zip(uses.items(), checks, strict=True):
@@ -437,13 +454,16 @@ def _check_all_audio(
         refs = f" ({use.count} references)" if use.count > 1 else ""
         if isinstance(check, AudioICLError):
             problems.append(Problem(BAD_PATH, check.message, **where))
+            unusable[rel] = BAD_PATH
         elif check.missing:
             problems.append(Problem(MISSING_AUDIO, f"missing audio {rel}{refs}", **where))
+            unusable[rel] = MISSING_AUDIO
         elif check.error:
             problems.append(Problem(BAD_AUDIO, f"{rel}: {check.error}", **where))
+            unusable[rel] = BAD_AUDIO
         if isinstance(check, AudioCheck) and check.seconds is not None:
             durations[rel] = check.seconds
-    return durations, problems
+    return durations, problems, unusable
 
 
 def _alphabet_uses(root: Path) -> tuple[dict[str, _Use], list[Problem]]:
@@ -562,6 +582,26 @@ def _table_rows(
     return sorted(rows, key=lambda r: (order.get(r.task, len(order)), r.task, r.k))
 
 
+def _lost_rows(lines_by_k: dict[int, list[MetaLine]], unusable: dict[str, str]) -> list[LostEpisodes]:
+    """Per task and k with losses: episodes naming an unusable clip, and the missing and broken files."""
+    order = {name: i for i, name in enumerate(task_names())}
+    rows = []
+    for k, lines in lines_by_k.items():
+        by_task: dict[str, list[Episode]] = defaultdict(list)
+        for item in lines:
+            by_task[item.episode.task].append(item.episode)
+        for task, episodes in by_task.items():
+            bad = [{c.audio_path for c in ep.clips()} & unusable.keys() for ep in episodes]
+            paths = set().union(*bad)
+            if not paths:
+                continue
+            missing = sum(unusable[p] == MISSING_AUDIO for p in paths)
+            rows.append(
+                LostEpisodes(task, k, len(episodes), sum(map(bool, bad)), missing, len(paths) - missing)
+            )
+    return sorted(rows, key=lambda r: (order.get(r.task, len(order)), r.task, r.k))
+
+
 def validate(
     root: str | os.PathLike, *, quick: bool = False, verify_hashes: bool = False, jobs: int | None = None
 ) -> Report:
@@ -578,7 +618,7 @@ def validate(
     problems += bank_problems
     notes: list[str] = []
     with ThreadPoolExecutor(max_workers=jobs or min(16, 4 * (os.cpu_count() or 1))) as pool:
-        durations, audio_problems = _check_all_audio(root, uses | bank, quick, pool)
+        durations, audio_problems, unusable = _check_all_audio(root, uses | bank, quick, pool)
         problems += audio_problems
         problems += check_manifest(root, verify_hashes, pool, notes)
     missing = sum(p.kind == MISSING_AUDIO for p in audio_problems)
@@ -595,6 +635,7 @@ def validate(
         quick=quick,
         hashes_verified=verify_hashes,
         notes=notes,
+        lost=_lost_rows(lines_by_k, unusable),
     )
 
 
@@ -630,6 +671,21 @@ def format_table(rows: list[TaskStats]) -> list[str]:
     return [line(header), *(line(row) for row in cells)]
 
 
+def format_lost(rows: list[LostEpisodes]) -> list[str]:
+    header = ("task", "k", "episodes", "lost", "missing files", "broken files")
+    cells = [
+        (r.task, str(r.k), str(r.episodes), str(r.lost), str(r.missing_files), str(r.broken_files))
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
+
+    def line(row: tuple[str, ...]) -> str:
+        rest = "  ".join(cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))
+        return f"{row[0].ljust(widths[0])}  {rest}"
+
+    return [line(header), *(line(row) for row in cells)]
+
+
 def format_report(report: Report, show_all: bool = False) -> str:
     """The human-readable report: table, nesting, problems grouped by kind (20 per kind unless ``show_all``)."""
     out = [f"dataset {report.root}: {len(report.meta_files)} meta files, {report.audio_files} audio files"]
@@ -639,6 +695,9 @@ def format_report(report: Report, show_all: bool = False) -> str:
         width = max(len(n.task) for n in report.nesting)
         out += [f"  {n.task.ljust(width)}  nested: {n.describe()}" for n in report.nesting]
     out += ["", *(f"note: {note}" for note in report.notes)] if report.notes else []
+    if report.lost:
+        out += ["", "episodes a run records as error lines (a clip missing or broken), by task and k:"]
+        out += ["  " + line for line in format_lost(report.lost)]
     counts = report.counts()
     if not counts:
         out += ["", "no problems found"]

@@ -82,7 +82,19 @@ def test_resume_after_sigkill(dataset, tmp_path):
 
     out = tmp_path / "out"
     results = out / "random_results_k1.jsonl"
-    args = ["run", "--data", dataset, "--model", "builtin:random", "--out", out, "--batch-size", 1]
+    args = [
+        "run",
+        "--data",
+        dataset,
+        "--model",
+        "builtin:random",
+        "--out",
+        out,
+        "--batch-size",
+        1,
+        "--window",
+        1,
+    ]
     proc = subprocess.Popen(
         [sys.executable, "-m", "audioicl", *map(str, args)],
         stdout=subprocess.PIPE,

@@ -66,13 +66,13 @@ def test_score_reference_labels_against_themselves(runs: Path, tmp_path: Path):
     ]
     assert out.read_bytes().count(b"\r\n") == 19
     detail = read_rows(tmp_path / "out" / "summary_detail.csv")
-    assert detail[0][5:] == ["correct", "unparsed", "ci_low", "ci_high", "scoring"] + [
+    assert detail[0][5:] == ["correct", "unparsed", "errors", "ci_low", "ci_high", "scoring"] + [
         "query_clips",
         "cluster_ci_low",
         "cluster_ci_high",
     ]
     assert detail[10][:7] == ["mute", "1", "AnomalyDetect", "0.000000", "300", "0", "300"]
-    assert {tuple(row[10:]) for row in detail[1:]} == {("unknown", "", "")}
+    assert {tuple(row[11:]) for row in detail[1:]} == {("unknown", "", "")}
     assert "without known query clips" in done.stdout
     assert "echo" in done.stdout and "300/300" in done.stdout and "0/300" in done.stdout
     echo = read_rows(per_example / "echo_k1.csv")
@@ -108,15 +108,18 @@ def test_cluster_interval_over_the_reference_query_clips(tmp_path: Path):
     assert "serve several episodes" in done.stdout
     detail = {row[2]: row for row in read_rows(tmp_path / "summary_detail.csv")[1:]}
     assert read_rows(out)[1:] == [row[:5] for row in read_rows(tmp_path / "summary_detail.csv")[1:]]
+    header = read_rows(tmp_path / "summary_detail.csv")[0]
+    clips, low, high = (header.index(name) for name in ("query_clips", "cluster_ci_low", "cluster_ci_high"))
+    wilson_low, wilson_high = header.index("ci_low"), header.index("ci_high")
     length = detail["AudioLength"]
-    assert length[10] == "205"
-    wilson = float(length[8]) - float(length[7])
-    cluster = float(length[12]) - float(length[11])
-    assert cluster > 1.2 * wilson
-    assert float(length[11]) < float(length[3]) < float(length[12])
+    assert length[clips] == "205"
+    wilson = float(length[wilson_high]) - float(length[wilson_low])
+    assert float(length[high]) - float(length[low]) > 1.2 * wilson
+    assert float(length[low]) < float(length[3]) < float(length[high])
     morse = detail["MorseCode"]  # 300 distinct words: clusters of one, about as wide as Wilson
-    assert morse[10] == "300"
-    assert abs((float(morse[12]) - float(morse[11])) - (float(morse[8]) - float(morse[7]))) < 0.03
+    assert morse[clips] == "300"
+    morse_wilson = float(morse[wilson_high]) - float(morse[wilson_low])
+    assert abs((float(morse[high]) - float(morse[low])) - morse_wilson) < 0.03
     again = audioicl_score("--in", runs, "--out", tmp_path / "again.csv", "--data", REFERENCE)
     assert again.returncode == 0
     assert (tmp_path / "again_detail.csv").read_bytes() == (tmp_path / "summary_detail.csv").read_bytes()
@@ -131,7 +134,7 @@ def test_score_all_shots_strict_and_detail_path(runs: Path, tmp_path: Path):
     rows = read_rows(out)
     # at k = 2 the label sits in a sentence: strict counts none of it
     assert {(r[1], r[3]) for r in rows[1:]} == {("1", "1.000000"), ("2", "0.000000")}
-    assert {r[9] for r in read_rows(detail)[1:]} == {"strict"}
+    assert {r[10] for r in read_rows(detail)[1:]} == {"strict"}
     default = audioicl_score("--in", runs, "--out", out, "--only-model", "echo", "--only-shots", "2")
     assert default.returncode == 0, default.stderr
     # the original's rules read a number or a label out of a sentence, but not three letters or a word

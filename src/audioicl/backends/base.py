@@ -1,35 +1,92 @@
 """The backend protocol, the registry of backend kinds, and model specs ``backend:name``.
 
-A backend turns chats into raw response texts; it never sees a query label or a score. A backend kind
-(``builtin``, ``hf``, ``vllm``, ``openai`` ...) registers a factory ``factory(name: str, **options) ->
-Backend`` in ``BACKENDS`` from its module ``audioicl.backends.<kind>``; ``load_backend`` imports that module
-on first use, so heavy dependencies load only for the backend asked for. Factories receive the run's
-``seed`` (an int) and the user's ``--backend-option KEY=VALUE`` pairs (strings) as keyword options.
+A backend turns requests (a typed chat and who it belongs to) into responses; it never sees a query label,
+a file path or a score. Shaped after inspect_ai's ``ModelAPI.generate(input, config)`` and lm-eval's
+``Instance``: requests carry their identity so a backend may group and reorder them, one typed
+``GenerationConfig`` says how to decode, and a failure of one prompt is a ``Response`` with an ``error``
+(an error line in the results file), not a dead run.
+
+A backend kind (``builtin``, ``hf``, ``vllm``, ``openai`` ...) registers a factory
+``factory(name: str, **options) -> Backend`` in ``BACKENDS`` from its module ``audioicl.backends.<kind>``;
+``load_backend`` imports that module on first use, so heavy dependencies load only for the backend asked for.
+Factories receive the run's ``seed`` (an int) and the user's ``--backend-option KEY=VALUE`` pairs (strings)
+as keyword options.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ..errors import AudioICLError
 from ..prompts import Chat
 from ..registry import Registry
 
 
+@dataclass(frozen=True)
+class GenerationConfig:
+    """How to decode: greedy when ``temperature`` is 0 (the protocol's default, SPEC §4).
+    ``batch_size``: prompts a backend runs together (its micro-batch; the runner hands it larger windows)."""
+
+    max_new_tokens: int = 16
+    temperature: float = 0.0
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+    batch_size: int = 8
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt and who it belongs to: ``key`` is unique in a run (``<id>@k<k>``)."""
+
+    key: str
+    episode_id: str
+    task: str
+    k: int
+    chat: Chat
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    audio_tokens: int | None = None
+
+    def to_json(self) -> dict[str, int]:
+        return {key: value for key, value in vars(self).items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Response:
+    """The raw model text, or ``error`` saying why there is none for this request."""
+
+    text: str | None
+    error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    @classmethod
+    def failed(cls, error: str) -> Response:
+        return cls(None, error)
+
+
 class Backend(Protocol):
-    """``name``: what it is (``builtin:random``); ``max_clip_seconds``: the longest clip it accepts (None:
-    any; the runner turns longer clips into error results); ``family``: the system-prompt family
-    (``prompts.FAMILIES``; optional, the runner falls back to ``prompts.system_family(model name)``).
-    ``generate`` returns one stripped-or-raw response text per chat, in order."""
+    """``name``: what it is (``builtin:random``, ``hf:Qwen2-Audio-7B-Instruct``); ``family``: the
+    system-prompt family (``prompts.FAMILIES``); ``max_clip_seconds``: the longest clip it accepts (None:
+    any; the runner turns longer clips into error lines); ``info``: facts for the run record (versions,
+    checkpoint hash, dtype, device). ``generate`` returns one response per request, in order; ``close``
+    frees what the backend holds (GPU memory, connections)."""
 
     name: str
+    family: str
     max_clip_seconds: float | None
+    info: Mapping[str, Any]
 
-    def generate(self, chats: list[Chat], max_new_tokens: int) -> list[str]: ...
+    def generate(self, requests: Sequence[Request], config: GenerationConfig) -> list[Response]: ...
+
+    def close(self) -> None: ...
 
 
 BackendFactory = Callable[..., Backend]

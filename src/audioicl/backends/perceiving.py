@@ -23,15 +23,13 @@ Both hear each clip through ``audioicl.perception`` (signal processing, no bookk
   letters not yet taken). AudioRemap: whether the label spells the MIX with the references' own letters,
   swapped, or with fixed letters. AnomalyDetect: the label of the nearest demo clip.
 
-Measurements are cached per clip (audio path and a hash of its samples) for the life of the process, since
+Measurements are cached per clip (a hash of its samples) for the life of the process, since
 the same clips come back at every k.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import weakref
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -42,7 +40,7 @@ import numpy as np
 from .. import perception
 from ..prompts import AudioPart, Chat, PromptItem
 from ..tasks.operator import GAP_SECONDS, Expression
-from .builtin import Solver, register_solver
+from .solvers import Solver, register_solver
 
 OPERATIONS = ("add", "sub", "mul")
 LETTER_FREQUENCY = "etaoinshrdlcumwfgypbvkjxqz"  # English letters, most frequent first (unseen Morse codes)
@@ -51,20 +49,11 @@ NORMAL, ANOMALOUS = "Normal", "Anomalous"
 # --------------------------------------------------------------------------- measurement cache
 
 _CACHE: dict[tuple[Hashable, ...], object] = {}
-_KEYS: weakref.WeakKeyDictionary[AudioPart, tuple[str, str, int]] = weakref.WeakKeyDictionary()
-
-
-def _clip_key(part: AudioPart) -> tuple[str, str, int]:
-    """(path, hash of the samples, rate): names a clip across chats, hashed once per loaded clip."""
-    if part not in _KEYS:
-        digest = hashlib.blake2b(np.ascontiguousarray(part.wave).tobytes(), digest_size=16).hexdigest()
-        _KEYS[part] = (part.path, digest, part.sr)
-    return _KEYS[part]
 
 
 def measure(name: str, part: AudioPart, fn: Callable[[np.ndarray, int], object]) -> object:
-    """``fn(part.wave, part.sr)``, computed once per process for a clip (path + content hash) and ``name``."""
-    key = (name, *_clip_key(part))
+    """``fn(part.wave, part.sr)``, computed once per process for a clip (its content digest) and ``name``."""
+    key = (name, part.digest)
     if key not in _CACHE:
         _CACHE[key] = fn(part.wave, part.sr)
     return _CACHE[key]
@@ -260,7 +249,7 @@ def hear_expressions(items: Sequence[PromptItem], n_digits: int) -> list[HeardEx
     """Each clip's digits, and its fillers named by sound; sound 0 is the first filler of the first clip."""
     first = items[0]
     s, e = next(iter(_read_expression(first, n_digits).fillers), (0, 0))  # (0, 0): a silent clip
-    reference, reference_name = first.audio.wave[s:e], str(_clip_key(first.audio))
+    reference, reference_name = first.audio.wave[s:e], first.audio.digest
     return [
         HeardExpression(
             _read_expression(item, n_digits).digits, _filler_names(item, n_digits, reference, reference_name)
@@ -367,7 +356,7 @@ def _pattern(clips: Sequence[PromptItem]) -> str:
     def match(wave: np.ndarray, sr: int) -> str:
         return perception.match_sequence(wave, refs, sr)
 
-    key = f"remap:{_clip_key(clips[0].audio)}:{_clip_key(clips[1].audio)}"
+    key = f"remap:{clips[0].audio.digest}:{clips[1].audio.digest}"
     return str(measure(key, mix, match))
 
 

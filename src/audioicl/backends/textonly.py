@@ -37,7 +37,7 @@ from ..seeding import rng_for
 from ..tasks import TASKS
 from ..tasks.operator import DIGITS, Expression
 from ..tasks.remap import PATTERNS
-from .builtin import Solver, register_solver
+from .solvers import Solver, register_solver
 
 NAME = "text-only"
 COMMON_WORDS = ("about", "their", "there", "which", "would", "other", "these", "first", "could", "think")

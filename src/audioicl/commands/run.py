@@ -15,7 +15,7 @@ from typing import Any
 from ..cli import command, parse_int_set, parse_names
 from ..errors import AudioICLError
 from ..prompts import LAYOUTS, MORSE_BANK_MODES, PAD_MODES, STYLES, read_structured_file
-from ..runner import RunOptions, Shard, run
+from ..runner import RUN_ORDERS, RunOptions, Shard, run
 
 CONFIG_KEYS = (
     "data",
@@ -36,6 +36,8 @@ CONFIG_KEYS = (
     "name",
     "backend-option",
     "retry-errors",
+    "order",
+    "window",
 )
 FLAG_KEYS = ("retry-errors",)
 PATH_KEYS = ("data", "out", "prompts")
@@ -87,7 +89,21 @@ def _add(sub, exit_on_error: bool = True):
     p.add_argument("--tasks", type=parse_names, help="comma-separated task names (default: all)")
     p.add_argument("--style", choices=STYLES, help="instruction style (default: specific)")
     p.add_argument("--layout", choices=LAYOUTS, help="prompt layout (default: original)")
-    p.add_argument("--batch-size", type=int, help="chats per backend call (default: 8)")
+    p.add_argument(
+        "--batch-size", type=int, help="prompts a backend runs together, e.g. on the GPU (default: 8)"
+    )
+    p.add_argument(
+        "--window",
+        type=int,
+        help="prompts handed to the backend per call, which sorts them by length into batches; their "
+        "lines are written (fsync) together (default: 4 x batch size; with --pad batch: one batch)",
+    )
+    p.add_argument(
+        "--order",
+        choices=RUN_ORDERS,
+        help="episode: an episode's k prompts run together, sharing decoded clips and prompt prefixes; "
+        "k: all of k=1, then k=2 ... (default: episode)",
+    )
     p.add_argument("--max-new-tokens", type=int, help="greedy decoding budget (default: 16)")
     p.add_argument(
         "--pad", choices=PAD_MODES, help="zero-pad clips to the episode's or batch's longest (default: none)"
@@ -193,6 +209,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         fields[key] = values.get(key)
     fields.update(morse_bank=values.get("morse_bank"), seed=values.get("seed"), name=values.get("name"))
     fields["retry_errors"] = values.get("retry_errors")
+    fields.update(order=values.get("order"), window=values.get("window"))
     return RunOptions(**{key: value for key, value in fields.items() if value is not None})
 
 

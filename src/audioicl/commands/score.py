@@ -24,9 +24,10 @@ def _add(sub):
         description=(
             "Find <model>_results_k<k>.jsonl (or <model>_results_meta_k<k>.jsonl) files anywhere under --in, "
             "score every line by the original AudioICL-Bench rules and write the summary CSV "
-            "(model,shots,task,accuracy,n), a detail CSV (correct, unparsed, 95% Wilson interval, and a "
-            "cluster-bootstrap interval over query clips, which accounts for query clips that serve several "
-            "episodes) and a table."
+            "(model,shots,task,accuracy,n), a detail CSV (correct, unparsed, error lines, 95% Wilson interval, "
+            "and a cluster-bootstrap interval over query clips, which accounts for query clips that serve "
+            "several episodes) and a table. Error lines are episodes a run could not ask (a clip missing or "
+            "unreadable); they count in n as wrong, as a null response does."
         ),
     )
     p.add_argument(

@@ -5,11 +5,11 @@ scores), which the report draws apart from the models."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import AudioICLError
-from ..scoring import SummaryRow, read_summary
+from ..scoring import SummaryRow, detail_path, read_summary
 from ..tasks import TASKS, task_names
 from ..tasks.remap import PATTERNS
 
@@ -18,12 +18,14 @@ FLOOR_MODEL = "text-only"  # builtin:text-only's model name in result files and 
 
 @dataclass(frozen=True)
 class Cell:
-    """One summary row: accuracy over ``n`` results and its 95% Wilson interval."""
+    """One summary row: accuracy over ``n`` results and its 95% Wilson interval; ``errors``: how many of the n
+    are error lines (episodes the run could not ask, counted as wrong), None when the scores do not say."""
 
     accuracy: float
     n: int
     low: float
     high: float
+    errors: int | None = None
 
 
 @dataclass(frozen=True)
@@ -72,15 +74,24 @@ def order_tasks(names: set[str]) -> tuple[str, ...]:
     return tuple(known + sorted(names - set(known)))
 
 
-def load_grid(path: Path, floor: str = FLOOR_MODEL) -> AccuracyGrid:
-    """The summary CSV as a grid (``floor``: the model drawn as the text-only floor, if present); errors
-    name the file and line (a bad header is line 1)."""
+def _read(path: Path) -> list[SummaryRow]:
     try:
-        rows = read_summary(path)
+        return read_summary(path)
     except AudioICLError as exc:
         if exc.line is None and Path(path).is_file():
             exc.line = 1
         raise
+
+
+def load_grid(path: Path, floor: str = FLOOR_MODEL) -> AccuracyGrid:
+    """The summary CSV as a grid; errors name the file and line (a bad header is line 1). Error-line counts
+    come from the CSV when it is a detail CSV, else from the detail CSV beside it (``<stem>_detail.csv``).
+    ``floor``: the model drawn as the text-only floor, if present."""
+    rows = _read(path)
+    beside = detail_path(path)
+    if any(row.errors is None for row in rows) and beside.is_file():
+        errors = {(r.model, r.shots, r.task): r.errors for r in _read(beside)}
+        rows = [replace(row, errors=errors.get((row.model, row.shots, row.task))) for row in rows]
     return grid_from_rows(rows, str(path), floor)
 
 
@@ -103,7 +114,7 @@ def grid_from_rows(rows: list[SummaryRow], source: str, floor: str = FLOOR_MODEL
                 **where,
             )
         low, high = row.interval()
-        cells[key] = Cell(row.accuracy, row.n, low, high)
+        cells[key] = Cell(row.accuracy, row.n, low, high, row.errors)
     models = tuple(sorted({row.model for row in rows}))
     return AccuracyGrid(
         models=models,

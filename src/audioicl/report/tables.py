@@ -13,7 +13,7 @@ MEAN_ROW = "mean over tasks"
 @dataclass(frozen=True)
 class TableCell:
     text: str
-    title: str = ""  # extra detail (n), shown on hover in HTML
+    title: str = ""  # extra detail (n, error lines), shown on hover in HTML
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,13 @@ FLOOR_NOTE = (
 def format_cell(cell: Cell | None) -> TableCell:
     if cell is None:
         return TableCell("–")
-    return TableCell(
-        f"{percent(cell.accuracy)} [{100 * cell.low:.1f}, {100 * cell.high:.1f}]", f"n = {cell.n}"
-    )
+    text = f"{percent(cell.accuracy)} [{100 * cell.low:.1f}, {100 * cell.high:.1f}]"
+    if cell.errors:
+        text += f" ({cell.errors} of {cell.n} errors)"
+        return TableCell(
+            text, f"n = {cell.n}, of which {cell.errors} error lines (episodes not asked, wrong)"
+        )
+    return TableCell(text, f"n = {cell.n}")
 
 
 def format_mean(mean: MeanCell | None) -> TableCell:

@@ -1,0 +1,320 @@
+"""The ``hf`` backend on tiny random-weight checkpoints of the three families (``audioicl.checkpoints``).
+
+Everything runs the real transformers classes and processors; fp32 on the CPU so answers are exact.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("torchvision")
+
+from audioicl.audio import SAMPLE_RATE, write_wav  # noqa: E402
+from audioicl.backends import load_backend  # noqa: E402
+from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
+from audioicl.backends.rendering import FAMILIES, family_of  # noqa: E402
+from audioicl.errors import AudioICLError  # noqa: E402
+from audioicl.meta import read_meta  # noqa: E402
+from audioicl.prompts import AudioPart, ClipStore, build_prompt  # noqa: E402
+from audioicl.runner import RunOptions, run  # noqa: E402
+
+FAMILY_NAMES = ("qwen2-audio", "qwen2.5-omni", "qwen3-omni")
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def backends(tiny_checkpoints):
+    """family → loaded backend (fp32, CPU), shared by this module's tests."""
+    loaded = {
+        name: load_backend(f"hf:{tiny_checkpoints[name]}", dtype="fp32", device="cpu")
+        for name in FAMILY_NAMES
+    }
+    yield loaded
+    for backend in loaded.values():
+        backend.close()
+
+
+def requests_for(dataset: Path, k: int = 2, family: str = "default") -> list[Request]:
+    episodes = read_meta(dataset / "meta" / f"meta_k{k}.jsonl")
+    store = ClipStore(dataset)
+    out = []
+    for ep in episodes:
+        chat = build_prompt(ep, store, family=family).chat
+        out.append(Request(f"{ep.id}@k{k}", ep.id, ep.task, k, chat))
+    return out
+
+
+def noise(seconds: float, seed: int = 0) -> AudioPart:
+    rng = np.random.default_rng(seed)
+    return AudioPart.of(
+        (0.1 * rng.standard_normal(round(seconds * SAMPLE_RATE))).astype(np.float32), SAMPLE_RATE
+    )
+
+
+# --------------------------------------------------------------------------- loading
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_loads_the_text_model_of_each_family(backends, family):
+    backend = backends[family]
+    expected = next(f for f in FAMILIES if f.name == family)
+    assert type(backend.model).__name__ == expected.model_class
+    assert backend.family == expected.system_family
+    assert backend.info["transformers"] and backend.info["torch"]
+    assert backend.info["dtype"] == "float32" and backend.info["device"] == "cpu"
+    assert len(backend.info["config_sha256"]) == 64
+
+
+@pytest.mark.parametrize("family", ["qwen2.5-omni", "qwen3-omni"])
+def test_thinker_only_layout_loads_the_same_weights(backends, tiny_thinker_checkpoints, family):
+    thinker = load_backend(f"hf:{tiny_thinker_checkpoints[family]}", dtype="fp32", device="cpu")
+    full = backends[family]
+    assert type(thinker.model) is type(full.model)
+    ours = dict(thinker.model.named_parameters())
+    for name, value in full.model.named_parameters():
+        assert torch.equal(value, ours[name]), name
+    thinker.close()
+
+
+def test_window_comes_from_the_feature_extractor(backends):
+    assert backends["qwen2-audio"].max_clip_seconds == 30.0
+    assert backends["qwen2.5-omni"].max_clip_seconds == 300.0
+
+
+def test_a_folder_whose_processor_is_a_bare_tokenizer_is_refused(tiny_checkpoints, tmp_path):
+    from transformers import GPT2Config
+
+    bare = tmp_path / "bare"  # a text model's folder: AutoProcessor gives its tokenizer, which ignores audio
+    bare.mkdir()
+    shutil.copy(tiny_checkpoints["qwen2-audio"] / "tokenizer.json", bare / "tokenizer.json")
+    settings = json.loads((tiny_checkpoints["qwen2-audio"] / "tokenizer_config.json").read_text())
+    settings.pop("processor_class")
+    (bare / "tokenizer_config.json").write_text(json.dumps(settings))
+    GPT2Config(n_layer=1, n_embd=16, n_head=2).save_pretrained(bare)
+    with pytest.raises(AudioICLError, match="no audio feature extractor") as info:
+        load_backend(f"hf:{bare}", dtype="fp32", device="cpu")
+    assert str(bare) in str(info.value)
+    # an audio model's folder that lost its processor files fails loudly too, naming the folder
+    lost = tmp_path / "lost"
+    shutil.copytree(tiny_checkpoints["qwen2-audio"], lost)
+    (lost / "processor_config.json").unlink()
+    with pytest.raises(AudioICLError, match=f"cannot load the processor of {lost}"):
+        load_backend(f"hf:{lost}", dtype="fp32", device="cpu")
+
+
+def test_unknown_model_type_is_named(tiny_checkpoints, tmp_path):
+    from transformers import GPT2Config
+
+    folder = tmp_path / "gpt2-with-audio-processor"
+    shutil.copytree(tiny_checkpoints["qwen2-audio"], folder)
+    GPT2Config(n_layer=1, n_embd=16, n_head=2).save_pretrained(folder)
+    with pytest.raises(AudioICLError, match="model_type 'gpt2'"):
+        load_backend(f"hf:{folder}", dtype="fp32", device="cpu")
+
+
+def test_options_are_checked():
+    with pytest.raises(AudioICLError, match="dtype must be"):
+        load_backend("hf:/nowhere", dtype="int3")
+    with pytest.raises(AudioICLError, match="no option colour"):
+        load_backend("hf:/nowhere", colour="red")
+    with pytest.raises(AudioICLError, match="cannot load the checkpoint /nowhere"):
+        load_backend("hf:/nowhere", device="cpu")
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+EXPECTED_TEMPLATE = {
+    # (system turn written, audio placeholder) as the real chat templates render a string-content chat
+    "qwen2-audio": "<|audio_bos|>{audio}<|audio_eos|>",
+    "qwen2.5-omni": "<|audio_bos|>{audio}<|audio_eos|>",
+    "qwen3-omni": "<|audio_start|>{audio}<|audio_end|>",
+}
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_prompt_tokens_follow_the_original_layout(backends, tiny_dataset, family):
+    """Token by token: system turn, instruction, one line per clip with the family's placeholder expanded
+    to the clip's audio tokens, the query line ending in 'Label:', then the generation prompt."""
+    backend = backends[family]
+    spec = family_of(backend.info["model_type"])
+    request = next(
+        r for r in requests_for(tiny_dataset, k=2, family=spec.system_family) if r.task == "AudioCount"
+    )
+    (prepared,) = [backend._prepare(0, request)]
+    tokens = backend._inputs([prepared])["input_ids"][0].tolist()
+
+    system = request.chat.messages[0].content[0].text
+    user_parts = request.chat.messages[1].content
+    user = ""
+    clips = iter(prepared.clips)
+    for part in user_parts:
+        if isinstance(part, AudioPart):
+            user += EXPECTED_TEMPLATE[family].format(audio=spec.audio_token * next(clips).tokens)
+        else:
+            user += part.text
+    expected = (
+        f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert tokens == backend.processor.tokenizer(expected)["input_ids"]
+    lines = user.split("\n")
+    assert lines[2].startswith(
+        "[Demo Audio 1] " + EXPECTED_TEMPLATE[family].format(audio=spec.audio_token)[:12]
+    )
+    assert lines[-1].startswith("[Query Audio] ") and lines[-1].endswith(" Label:")
+    assert sum(tokens.count(t) for t in [backend.audio_token_id]) == sum(c.tokens for c in prepared.clips)
+    if family == "qwen2-audio":
+        assert system == "You are a helpful assistant."
+    else:
+        assert system.startswith("You are Qwen, a virtual human developed by the Qwen Team")
+
+
+@pytest.mark.parametrize("family", ["qwen2-audio", "qwen2.5-omni"])
+def test_cached_features_equal_the_processors_batched_output(backends, family):
+    """Per-clip features from the cache give the model exactly what one processor call over the batch does."""
+    backend = backends[family]
+    spec = backend.model_family
+    clips = [noise(1.0, 1), noise(2.5, 2), noise(0.4, 3)]
+    texts = [f"one {spec.placeholder} two {spec.placeholder}", f"three {spec.placeholder}"]
+    ours = backend._inputs(
+        [
+            backend._prepare_text(0, texts[0], clips[:2]),
+            backend._prepare_text(1, texts[1], clips[2:]),
+        ]
+    )
+    theirs = backend.processor(
+        text=texts,
+        audio=[c.wave for c in clips],
+        sampling_rate=SAMPLE_RATE,
+        return_tensors="pt",
+        padding=True,
+    )
+    assert torch.equal(ours["input_ids"], theirs["input_ids"])
+    assert torch.equal(ours["attention_mask"], theirs["attention_mask"])
+    assert torch.equal(
+        ours["feature_attention_mask"].long(),
+        theirs["feature_attention_mask"][:, : ours["feature_attention_mask"].shape[1]].long(),
+    )
+    valid = theirs["feature_attention_mask"].bool()
+    assert torch.equal(
+        ours["input_features"].permute(0, 2, 1)[valid[:, : ours["input_features"].shape[2]]],
+        theirs["input_features"].permute(0, 2, 1)[valid],
+    )
+
+
+# --------------------------------------------------------------------------- generation
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_answers_do_not_depend_on_batch_mates_or_size(backends, tiny_dataset, family):
+    backend = backends[family]
+    requests = requests_for(tiny_dataset, k=2, family=backend.family)
+    alone = [backend.generate([r], GenerationConfig(max_new_tokens=6, batch_size=1))[0] for r in requests]
+    together = backend.generate(list(reversed(requests)), GenerationConfig(max_new_tokens=6, batch_size=4))
+    assert [r.text for r in alone] == [r.text for r in reversed(together)]
+    assert all(r.error is None and r.usage.output_tokens for r in alone)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_each_clip_is_extracted_once(backends, tiny_dataset, family):
+    backend = backends[family]
+    backend.features.__init__(backend.features.max_bytes)  # an empty cache
+    requests = requests_for(tiny_dataset, k=2, family=backend.family) + requests_for(
+        tiny_dataset, k=3, family=backend.family
+    )
+    backend.generate(requests, GenerationConfig(max_new_tokens=2, batch_size=8))
+    distinct = {part.digest for r in requests for part in r.chat.audio_parts()}
+    assert backend.features.misses == len(distinct)
+
+
+def test_out_of_memory_halves_the_batch_down_to_one(backends, tiny_dataset, monkeypatch):
+    backend = backends["qwen2-audio"]
+    requests = requests_for(tiny_dataset, k=1, family=backend.family)[:5]
+    expected = [r.text for r in backend.generate(requests, GenerationConfig(max_new_tokens=4, batch_size=1))]
+    real = backend._generate_batch
+    sizes: list[int] = []
+
+    def fault(batch, config):  # the fault hook: more than two prompts run out of memory
+        sizes.append(len(batch))
+        if len(batch) > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return real(batch, config)
+
+    monkeypatch.setattr(backend, "_generate_batch", fault)
+    responses = backend.generate(requests, GenerationConfig(max_new_tokens=4, batch_size=8))
+    assert [r.text for r in responses] == expected
+    assert sizes == [5, 2, 3, 1, 2]  # halved until each part fits
+
+    def always(batch, config):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(backend, "_generate_batch", always)
+    failed = backend.generate(requests[:2], GenerationConfig(max_new_tokens=4, batch_size=8))
+    assert all(r.text is None and "out of memory on one prompt" in r.error for r in failed)
+
+
+def test_a_prompt_the_processor_refuses_fails_alone(backends, tiny_dataset):
+    backend = backends["qwen2-audio"]
+    good = requests_for(tiny_dataset, k=1, family=backend.family)[:2]
+    spec = backend.model_family
+    broken_chat = good[0].chat
+    # a chat whose text holds an extra placeholder: the template writes more placeholders than clips
+    from dataclasses import replace
+
+    from audioicl.prompts import Message, TextPart
+
+    user = broken_chat.messages[1]
+    broken = replace(
+        good[0],
+        key="broken",
+        chat=replace(
+            broken_chat,
+            messages=(broken_chat.messages[0], Message("user", (TextPart(spec.placeholder), *user.content))),
+        ),
+    )
+    responses = backend.generate([good[0], broken, good[1]], GenerationConfig(max_new_tokens=3))
+    assert responses[0].error is None and responses[2].error is None
+    assert responses[1].text is None and "audio placeholders" in responses[1].error
+
+
+# --------------------------------------------------------------------------- through the runner and CLI
+
+
+def test_over_long_clip_is_an_error_line(tiny_checkpoints, tmp_path, tiny_dataset):
+    data = tmp_path / "data"
+    shutil.copytree(tiny_dataset, data)
+    episodes = read_meta(data / "meta" / "meta_k1.jsonl")
+    target = episodes[0].query.target.audio_path
+    write_wav(data / target, noise(31.0).wave)
+    summary = run(
+        RunOptions(
+            data=data,
+            model=f"hf:{tiny_checkpoints['qwen2-audio']}",
+            out=tmp_path / "out",
+            shots=(1,),
+            limit=1,
+            backend_options={"dtype": "fp32", "device": "cpu"},
+        ),
+        report=quiet,
+    )
+    lines = [
+        json.loads(x) for x in (tmp_path / "out" / "qwen2-audio_results_k1.jsonl").read_text().splitlines()
+    ]
+    bad = next(x for x in lines if x["id"] == episodes[0].id)
+    assert (
+        bad["status"] == "error"
+        and f"clip {target} is 31.00 s long" in bad["error"]
+        and "30 s" in bad["error"]
+    )
+    assert summary.errors == 1
+    assert all(x["status"] == "ok" for x in lines if x["id"] != episodes[0].id)
