@@ -7,7 +7,10 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
-python -m pip install -q -e '.[test]'
+# torch and torchvision first, pinned to the releases that lie on CI's disk (the Omni processors need
+# torchvision, which imports beside torch 2.14.1); then audioicl with its test tools and the hf backend.
+python -m pip install -q torch==2.14.1 torchvision==0.29.1
+python -m pip install -q -e '.[test,hf]'
 
 # Headless Chromium for the report's browser test (Debian package; skipped where apt-get is unavailable).
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

@@ -159,10 +159,13 @@ def test_within_episode_interpolates_numbers_among_admissible_answers():
     level["d/AudioCount_q.wav"] = features(10, rms=math.sqrt(3))
     text = audit.TextOnly(best=("3", "7", "8"), admissible=("3", "7", "8"))
     assert audit.within_episode_expected(ep, level, "rms", text) == 1.0
-    # every clip at one level: the feature tells nothing, the guess is the demos' mean (3.6), nearest 3
+    # every clip at one level: the feature tells nothing, so the rule is the text-only floor (1/3 here)
     flat = {path: features(10) for path in level}
     eight = single("AudioCount", ["1", "2", "4", "5", "6"], "8")
-    assert audit.within_episode_expected(eight, flat, "rms", text) == 0.0
+    assert audit.within_episode_expected(eight, flat, "rms", text) == pytest.approx(1 / 3)
+    # levels within 1 dB of each other are one level
+    close = {path: features(10, rms=1.0 + 0.01 * i) for i, path in enumerate(level)}
+    assert audit.within_episode_expected(eight, close, "rms", text) == pytest.approx(1 / 3)
 
 
 def test_beyond_normal_counts_anomalous_clips_outside_the_normal_range():

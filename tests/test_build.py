@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -13,6 +14,7 @@ from audioicl.build import BuildOptions, _jobs, _work_units, build, normalized
 from audioicl.errors import AudioICLError
 from audioicl.manifest import read_fingerprint
 from audioicl.meta import find_meta_files, read_meta, resolve_audio_path
+from audioicl.tasks.context import CONSTRUCTION
 
 TASKS = ("AudioCount", "AudioLengthHard", "MorseCode", "AudioRemap")
 OPTIONS = BuildOptions(seed=3, episodes=2, shots=(0, 1, 3), tasks=TASKS)
@@ -80,6 +82,47 @@ def test_card_describes_each_task(built):
     assert "own-pair" in card and "Query labels:" in card and read_fingerprint(built) in card
 
 
+def test_card_states_which_construction_was_built(built):
+    card = (built / "README.md").read_text()
+    for choice in CONSTRUCTION:  # all defaults here
+        value = choice.values[0]
+        assert f"| `{choice.flag} {value}` |" in card and choice.builds[value] in card
+    assert "| `--file-names neutral` | ours (default) |" in card
+    assert "| `--count-labels distinct` | the original's (default) |" in card
+
+
+ALL_TASKS_SMALL = BuildOptions(seed=1, episodes=2, shots=(1, 2))
+
+
+@pytest.fixture(scope="module")
+def neutral_and_original(tmp_path_factory) -> tuple[Path, Path]:
+    neutral, original = tmp_path_factory.mktemp("neutral") / "ds", tmp_path_factory.mktemp("original") / "ds"
+    build(neutral, ALL_TASKS_SMALL, workers=2)
+    build(original, dataclasses.replace(ALL_TASKS_SMALL, file_names="original"), workers=1)
+    return neutral, original
+
+
+def test_neutral_names_only_rename_the_files(neutral_and_original):
+    """The same episodes, labels and audio, clip by clip; only the paths differ (and hold no label)."""
+    neutral, original = neutral_and_original
+    for ours, theirs in zip(
+        read_meta(neutral / "meta/meta_k2.jsonl"), read_meta(original / "meta/meta_k2.jsonl"), strict=True
+    ):
+        assert (ours.id, ours.task, ours.query.label) == (theirs.id, theirs.task, theirs.query.label)
+        for a, b in zip(ours.clips(), theirs.clips(), strict=True):
+            assert (a.label, a.role) == (b.label, b.role)
+            assert (neutral / a.audio_path).read_bytes() == (original / b.audio_path).read_bytes()
+        renamed = [a.audio_path != b.audio_path for a, b in zip(ours.clips(), theirs.clips(), strict=True)]
+        assert any(renamed), ours.id
+
+
+def test_all_nine_tasks_are_byte_identical_whatever_the_workers(neutral_and_original, tmp_path):
+    """Task-wide plans (balanced labels, reserved query recordings) are computed alike in every worker."""
+    other = tmp_path / "ds"
+    build(other, ALL_TASKS_SMALL, workers=3)
+    assert tree_bytes(other) == tree_bytes(neutral_and_original[0])
+
+
 @pytest.mark.parametrize("workers", [2, 3])  # 3: AudioCount and AudioRemap are cut into two jobs each
 def test_output_is_byte_identical_whatever_the_workers(built, tmp_path, workers):
     other = tmp_path / "ds"
@@ -138,7 +181,7 @@ def test_same_pair_option_is_recorded_and_changes_remap_only(tmp_path):
     build(root, BuildOptions(episodes=1, shots=(2,), tasks=("AudioRemap",), remap_demos="same-pair"))
     (ep,) = read_meta(root / "meta/meta_k2.jsonl")
     assert ep.demos[0].clips[0] == ep.demos[1].clips[0]
-    assert "`same-pair`" in (root / "README.md").read_text()
+    assert "`--remap-demos same-pair` | the original's |" in (root / "README.md").read_text()
 
 
 def test_impossible_options_are_refused(tmp_path):

@@ -85,6 +85,16 @@ def test_mix_at_snr_sets_the_whole_clip_rms_ratio():
         dsp.mix_at_snr(np.zeros(SR), noise, 10.0)
 
 
+def test_mix_at_snr_can_refer_to_a_given_level():
+    """With ``signal_rms`` the noise level depends on that level only, not on how loud the signal is."""
+    rng = rng_for(1, "dsp")
+    noise = rng.standard_normal(SR).astype(np.float32)
+    quiet, loud = (rng.standard_normal(SR).astype(np.float32) * gain for gain in (0.01, 0.5))
+    added = [dsp.mix_at_snr(s, noise, 10.0, signal_rms=0.1) - s for s in (quiet, loud)]
+    assert dsp.rms(added[0]) == pytest.approx(dsp.rms(added[1]), rel=1e-5)
+    assert 20 * np.log10(0.1 / dsp.rms(added[0])) == pytest.approx(10.0, abs=1e-3)
+
+
 def test_fade_trim_and_normalize():
     tone = np.sin(np.arange(SR) * 0.1).astype(np.float32)
     faded = dsp.fade(tone, SR, 10.0)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import numpy as np
 import pytest
 
 from audioicl.audio import SAMPLE_RATE
 from audioicl.sources import SoundSources
+from audioicl.synth.dsp import rms
 from audioicl.tasks import TASKS, task_names
 from audioicl.tasks.context import BuildOptions, GenContext
 from audioicl.tasks.count import MIN_GAP_SECONDS
@@ -109,11 +111,14 @@ def test_count_hard_uses_the_easy_episodes_sound():
     )
 
 
+def _silence_seconds(wave: np.ndarray) -> float:
+    return longest_zero_run(wave) / SAMPLE_RATE
+
+
 def test_length_labels_and_silence():
     planned = plan("AudioLength", 2)
     for file, clip in zip(planned.files, planned.episode.clips(), strict=True):
-        seconds, _ = map(int, re.fullmatch(r".*/(\d+)_(\d+)\.wav", clip.audio_path).groups())
-        assert int(clip.label) == seconds
+        seconds = int(clip.label)
         wave = file.render()
         assert len(wave) == seconds * SAMPLE_RATE
         zeros = longest_zero_run(wave)
@@ -125,23 +130,50 @@ def test_length_hard_label_is_non_silent_seconds():
     for i in range(8):
         planned = plan("AudioLengthHard", i)
         for file, clip in zip(planned.files, planned.episode.clips(), strict=True):
-            label, silence, _ = map(int, re.fullmatch(r".*/(\d+)_(\d+)_(\d+)\.wav", clip.audio_path).groups())
-            assert int(clip.label) == label and silence <= 10
-            if silence >= 2 or label == 0:
-                wave = file.render()
-                assert len(wave) == (label + silence) * SAMPLE_RATE
-                assert longest_zero_run(wave) >= silence * SAMPLE_RATE
-                seen_zero_label |= label == 0 and not np.any(wave)
+            wave = file.render()
+            silence = longest_zero_run(wave) // SAMPLE_RATE
+            assert silence <= 10
+            assert len(wave) == (int(clip.label) + silence) * SAMPLE_RATE, clip.audio_path
+            seen_zero_label |= clip.label == "0" and not np.any(wave)
     assert seen_zero_label
+
+
+@pytest.mark.parametrize("task", ["AudioLength", "AudioLengthHard"])
+def test_length_clips_never_reach_full_scale_and_fade_at_every_cut(task):
+    """Fragments are scaled under full scale; the sound fades into and out of the silence block (no step
+    larger than the noise floor's own) and at the clip's edges; the original reaches full scale."""
+    clean_peaks, original_peaks = [], []
+    for i in range(6):
+        planned = plan(task, i)
+        for file in planned.files:
+            wave = file.render()
+            clean_peaks.append(float(np.max(np.abs(wave))))
+            if not np.any(wave):
+                continue
+            assert abs(wave[0]) < 1e-3 and abs(wave[-1]) < 1e-3
+            zero = np.flatnonzero(np.diff(np.concatenate([[0], wave == 0, [0]]).astype(np.int8)))
+            for start, stop in zip(zero[::2], zero[1::2], strict=True):
+                if stop - start >= SAMPLE_RATE // 10:  # the silence block
+                    if start > 0:
+                        assert abs(wave[start - 1]) < 1e-3
+                    if stop < len(wave):
+                        assert abs(wave[stop]) < 1e-3
+        for file in plan(task, i, context(length_audio="original")).files:
+            original_peaks.append(float(np.max(np.abs(file.render()))))
+    assert max(clean_peaks) <= 0.9
+    assert max(original_peaks) > 1.0
 
 
 def _value(expr: str) -> int:
     return int(eval(expr.replace("mul", "*").replace("add", "+").replace("sub", "-")))  # noqa: S307
 
 
+ORIGINAL_NAMES = {"file_names": "original"}
+
+
 def test_operator_labels_follow_the_expression_and_one_operator_per_filler():
     for i in range(12):
-        ep = plan("AudioOperator", i).episode
+        ep = plan("AudioOperator", i, context(**ORIGINAL_NAMES)).episode
         ops = set()
         for clip in ep.clips():
             m = re.fullmatch(
@@ -156,7 +188,7 @@ def test_operator_labels_follow_the_expression_and_one_operator_per_filler():
 
 def test_operator_hard_has_precedence_one_mul_and_a_fixed_other():
     for i in range(12):
-        ep = plan("AudioOperatorHard", i).episode
+        ep = plan("AudioOperatorHard", i, context(**ORIGINAL_NAMES)).episode
         others = set()
         for clip in ep.clips():
             m = re.fullmatch(
@@ -167,6 +199,19 @@ def test_operator_hard_has_precedence_one_mul_and_a_fixed_other():
             others.add(m.group(1))
             assert m.group(1) in expr
         assert len(others) == 1
+
+
+@pytest.mark.parametrize("task", ["AudioOperator", "AudioOperatorHard"])
+def test_operator_neutral_names_only_rename_the_original_clips(task):
+    """Neutral names hold the episode, the filler sound(s) and the slot, never the expression or its value;
+    the audio and labels are those of the original-named build."""
+    for i in range(4):
+        neutral, original = plan(task, i), plan(task, i, context(**ORIGINAL_NAMES))
+        assert [c.label for c in neutral.episode.clips()] == [c.label for c in original.episode.clips()]
+        for clip, file, named in zip(neutral.episode.clips(), neutral.files, original.files, strict=True):
+            assert not re.search(r"ans|expr|mul|add|sub", clip.audio_path)
+            assert clip.audio_path.rsplit("__", 1)[1] == named.path.rsplit("__", 1)[1]  # k-<slot>.wav
+            np.testing.assert_array_equal(file.render(), named.render())
 
 
 def test_operator_clip_is_digit_gap_filler_gap_digit():
@@ -180,20 +225,23 @@ def _mix(demo_or_query):
     return demo_or_query.clips[-1]
 
 
+def _pattern(mix) -> str:
+    return re.search(r"MIX__([AB]{3})__", mix.audio_path).group(1)
+
+
 def test_remap_own_pairs_never_show_the_query_mix():
     for i in range(15):
-        ep = plan("AudioRemap", i).episode
+        ep = plan("AudioRemap", i, context(**ORIGINAL_NAMES)).episode
         demo_mixes = {_mix(d).audio_path for d in ep.demos}
         assert _mix(ep.query).audio_path not in demo_mixes
-        patterns = [re.search(r"MIX__([AB]{3})__", _mix(d).audio_path).group(1) for d in ep.demos]
+        patterns = [_pattern(_mix(d)) for d in ep.demos]
         assert len(set(patterns)) == 5 and set(patterns) <= set(PATTERNS)
         pairs = {(d.clips[0].audio_path, d.clips[1].audio_path) for d in ep.demos}
         assert len(pairs) == 5
         for shot in [*ep.demos, ep.query]:
             a, b, mix = shot.clips
             assert (a.role, b.role, mix.role) == ("A", "B", "MIX") and a.label != b.label
-            pattern = re.search(r"MIX__([AB]{3})__", mix.audio_path).group(1)
-            spelled = "".join(a.label if c == "A" else b.label for c in pattern)
+            spelled = "".join(a.label if c == "A" else b.label for c in _pattern(mix))
             assert (mix.label or ep.query.label) == spelled
         assert _mix(ep.query).label is None and ep.query.multi
 
@@ -209,35 +257,196 @@ def test_remap_same_pair_reproduces_the_original_leak():
 
 
 def test_remap_mix_is_the_pattern_of_its_references():
-    planned = plan("AudioRemap", 0)
+    planned = plan("AudioRemap", 0, context(**ORIGINAL_NAMES))
     waves = {f.path: f.render() for f in planned.files}
     a, b, mix = planned.episode.demos[0].clips
-    pattern = re.search(r"MIX__([AB]{3})__", mix.audio_path).group(1)
-    first = waves[a.audio_path] if pattern[0] == "A" else waves[b.audio_path]
+    first = waves[a.audio_path] if _pattern(mix)[0] == "A" else waves[b.audio_path]
     np.testing.assert_array_equal(waves[mix.audio_path][: len(first)], first)
 
 
-def test_anomaly_records():
-    ctx = context()
-    labels = set()
+@pytest.mark.parametrize("lengths", ["equal", "original"])
+def test_remap_references_of_a_pair_have_one_length_and_level(lengths):
+    """Equal lengths and levels (default): a MIX's duration and RMS are the same for every pattern, so they
+    say nothing about how many A's it holds; the original's one-shots differ in length."""
+    unequal = 0
     for i in range(6):
+        planned = plan("AudioRemap", i, context(remap_lengths=lengths))
+        waves = {f.path: f.render() for f in planned.files}
+        for shot in [*planned.episode.demos, planned.episode.query]:
+            a, b, mix = (waves[c.audio_path] for c in shot.clips)
+            if lengths == "original":
+                unequal += len(a) != len(b)
+                continue
+            assert len(a) == len(b) and len(mix) == 3 * len(a) + 2 * int(0.15 * SAMPLE_RATE)
+            assert np.isclose(rms(a), rms(b), rtol=1e-4)
+            assert np.isclose(rms(mix) ** 2 * len(mix), 3 * rms(a) ** 2 * len(a), rtol=1e-3)
+    assert lengths == "equal" or unequal > 20
+
+
+@pytest.mark.parametrize("order", ["shuffled", "original"])
+def test_anomaly_records(order):
+    ctx = context(anomaly_order=order)
+    labels, orders = set(), Counter()
+    for i in range(12):
         ep = plan("AnomalyDetect", i, ctx).episode
         assert ep.object in ctx.sources.machines.types
         assert len(ep.demos) == 5
         for demo in ep.demos:
-            assert [(c.role, c.label) for c in demo.clips] == [
-                ("Normal", "Normal"),
-                ("Anomalous", "Anomalous"),
-            ]
+            roles = tuple(c.role for c in demo.clips)
+            assert sorted(roles) == ["Anomalous", "Normal"] and all(c.label == c.role for c in demo.clips)
             assert all(f"data/anomalous/{ep.object}/" in c.audio_path for c in demo.clips)
+            orders[roles] += 1
         (query,) = ep.query.clips
         assert query.role == "Query" and query.label is None and ep.query.label in ("Normal", "Anomalous")
         assert len({c.audio_path for c in ep.clips()}) == 11
         labels.add(ep.query.label)
     assert labels == {"Normal", "Anomalous"}
+    if order == "original":
+        assert set(orders) == {("Normal", "Anomalous")}
+    else:  # drawn per demo: both orders, neither far from half of the 60 pairs
+        assert 18 <= orders["Normal", "Anomalous"] <= 42
 
 
 def test_shots_change_only_the_list_length():
     ep = plan("MorseCode", 0, context(shots=(0, 8))).episode
     assert len(ep.demos) == 8
     assert plan("MorseCode", 0, context(shots=(0,))).episode.demos == ()
+
+
+# --------------------------------------------------------------------------- shortcuts closed (issue 8)
+
+
+def episodes_of(task: str, n: int, **options) -> list:
+    ctx = context(episodes=n, **options)
+    return [plan(task, i, ctx).episode for i in range(n)]
+
+
+@pytest.mark.parametrize("task", task_names())
+def test_no_query_clip_serves_two_episodes(task):
+    """Every query clip is used by its episode alone: not another episode's query, nor any episode's demo."""
+    episodes = episodes_of(task, 40)
+    queries = [ep.query.target.audio_path for ep in episodes]
+    assert len(set(queries)) == len(queries)
+    for ep in episodes:
+        others = {c.audio_path for other in episodes if other is not ep for c in other.clips()}
+        assert ep.query.target.audio_path not in others, ep.id
+
+
+@pytest.mark.parametrize("task", ["AudioLength", "AudioLengthHard", "MorseCode", "AnomalyDetect"])
+def test_original_queries_recur(task):
+    episodes = episodes_of(task, 60, queries="original")
+    queries = Counter(ep.query.target.audio_path for ep in episodes)
+    demos = {c.audio_path for ep in episodes for d in ep.demos for c in d.clips}
+    assert max(queries.values()) > 1 or set(queries) & demos
+
+
+def test_morse_query_words_are_distinct_and_never_demos():
+    episodes = episodes_of("MorseCode", 300)
+    words = [ep.query.label for ep in episodes]
+    demo_words = {d.label for ep in episodes for d in ep.demos}
+    assert len(set(words)) == 300 and not set(words) & demo_words
+
+
+@pytest.mark.parametrize(
+    "task, labels",
+    [
+        ("AudioCount", range(1, 9)),
+        ("AudioCountHard", range(1, 9)),
+        ("AudioLength", range(1, 21)),
+        ("AudioLengthHard", range(0, 21)),
+        ("AnomalyDetect", ("Normal", "Anomalous")),
+    ],
+)
+def test_query_labels_are_balanced(task, labels):
+    n = 2 * len(labels) + 3
+    counts = Counter(ep.query.label for ep in episodes_of(task, n))
+    assert set(counts) == {str(v) for v in labels}
+    assert max(counts.values()) - min(counts.values()) <= 1
+
+
+def test_anomaly_machine_types_are_balanced():
+    counts = Counter(ep.object for ep in episodes_of("AnomalyDetect", 30))
+    assert len(counts) == 7 and max(counts.values()) - min(counts.values()) <= 1
+
+
+def test_remap_query_patterns_are_balanced():
+    patterns = Counter(_pattern(_mix(ep.query)) for ep in episodes_of("AudioRemap", 60, **ORIGINAL_NAMES))
+    assert set(patterns.values()) == {10}
+
+
+def test_length_hard_demo_labels_are_uniform_and_the_original_is_skewed():
+    """Balanced: label 1 is about 1/21 of all clips; the original's draw (L, then s) makes it about 12 %."""
+    for prior, low, high in (("balanced", 0.02, 0.08), ("original", 0.09, 0.2)):
+        episodes = episodes_of("AudioLengthHard", 120, label_prior=prior)
+        labels = [c.label for ep in episodes for c in ep.clips()]
+        assert low < labels.count("1") / len(labels) < high, prior
+
+
+def test_operator_query_values_are_uniform_over_what_the_operator_gives():
+    """Balanced: for a − filler the query's value is 0..8 uniformly (0 about 1/9, not 9/45 = 1/5)."""
+    shares = {}
+    for prior in ("balanced", "original"):
+        ctx = context(episodes=400, label_prior=prior, **ORIGINAL_NAMES)
+        values = []
+        for i in range(400):
+            ep = plan("AudioOperator", i, ctx).episode
+            if "sub" in ep.query.target.audio_path:
+                values.append(ep.query.label)
+        shares[prior] = values.count("0") / len(values)
+    assert shares["balanced"] < 0.15 < shares["original"]
+
+
+def _background_db(wave: np.ndarray) -> float:
+    """The background's level: the 5th percentile of 20 ms frame RMS (the hits leave most frames alone)."""
+    frames = wave[: len(wave) // 320 * 320].reshape(-1, 320).astype(np.float64)
+    return float(20 * np.log10(np.percentile(np.sqrt((frames**2).mean(axis=1)), 5)))
+
+
+def test_count_hard_background_level_does_not_follow_the_count():
+    correlation = {}
+    for level in ("sound-level", "original"):
+        ctx = context(count_background=level)
+        rs = []
+        for i in range(5):
+            planned = plan("AudioCountHard", i, ctx)
+            counts = [int(c.label) for c in planned.episode.clips()]
+            levels = [_background_db(f.render()) for f in planned.files]
+            rs.append(np.corrcoef(counts, levels)[0, 1])
+        correlation[level] = float(np.mean(rs))
+    assert correlation["sound-level"] < 0.4 and correlation["original"] > 0.7
+
+
+def _answers(ep) -> list[tuple]:
+    """(clip, what a file name could give away) for every clip that carries an answer: its label, a remap
+    MIX's pattern, a machine recording's Normal/Anomalous."""
+    if ep.task == "AnomalyDetect":
+        return [(c, c.label) for d in ep.demos for c in d.clips] + [(ep.query.target, ep.query.label)]
+    if ep.task == "AudioRemap":
+        out = []
+        for shot, label in [(d, d.label) for d in ep.demos] + [(ep.query, ep.query.label)]:
+            a, _, mix = shot.clips
+            out.append((mix, "".join("A" if ch == a.label else "B" for ch in label)))
+        return out
+    return [(d.clips[0], d.label) for d in ep.demos] + [(ep.query.target, ep.query.label)]
+
+
+def _readable(clip, answer: str) -> bool:
+    name = clip.audio_path.rsplit("/", 1)[1].lower()
+    if answer in ("Normal", "Anomalous"):
+        return ("anomal" if answer == "Anomalous" else "_normal_") in name
+    return answer.lower() in re.split(r"[^a-z0-9]+", name[: -len(".wav")])
+
+
+@pytest.mark.parametrize("task", task_names())
+def test_file_names_hold_no_label(task):
+    """Neutral names: no label (nor remap pattern, nor normal/anomaly word) in any file name, and no folder
+    that sorts clips by label; the original's names hold every one."""
+    for names in ("neutral", "original"):
+        answers = [a for ep in episodes_of(task, 6, file_names=names) for a in _answers(ep)]
+        readable = [_readable(clip, answer) for clip, answer in answers]
+        assert not any(readable) if names == "neutral" else all(readable), (task, names)
+        folders: dict[str, set[str]] = {}
+        for clip, answer in answers:
+            folders.setdefault(clip.audio_path.rsplit("/", 1)[0], set()).add(answer)
+        if names == "neutral":
+            assert len(folders) == 1 or all(len(labels) > 1 for labels in folders.values())

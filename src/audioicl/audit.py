@@ -67,12 +67,14 @@ PUBLISHED_FLOOR = {
     "AudioOperatorHard": "the operators the demo values point to, and how often the expressions take each value",
 }
 _ENERGY = "a clip's energy grows with every hit of the one sound"
+_BALANCE = "every hit adds energy above 20 Hz, so the background's low share falls with the count"
 _SILENCE = "silence is part of the rule (an all-silent clip is label 0)"
 TASK_SIGNAL = {
     ("AudioLength", "duration"): "the rule itself (total duration)",
     ("AudioLengthHard", "duration"): "part of the rule (non-silent seconds)",
     **{("AudioLengthHard", name): _SILENCE for name in ("rms", "floor", "low-freq")},
     **{(task, "rms"): _ENERGY for task in ("AudioCount", "AudioCountHard")},
+    **{(task, "low-freq"): _BALANCE for task in ("AudioCount", "AudioCountHard")},
 }
 REMAP_TASK = "AudioRemap"
 SILENT = SilentClips()  # chats laid out without reading audio: the text-only solver needs none
@@ -541,7 +543,10 @@ def remap_parts_expected(ep: Episode, infos: dict[str, ClipInfo], name: str) -> 
 
 
 def _log_feature(infos: dict[str, ClipInfo], path: str, name: str) -> float:
-    return _log(feature_value(infos[path].features, name))  # type: ignore[arg-type]
+    """The feature as a rule compares it: log10 seconds; levels in whole dB (1 dB is about the smallest
+    level difference a listener notices; finer differences of noise-free synthetic clips are not cues)."""
+    value = feature_value(infos[path].features, name)  # type: ignore[arg-type]
+    return _log(value) if name == "duration" else float(round(20 * _log(value)))
 
 
 def within_episode_expected(ep: Episode, infos: dict[str, ClipInfo], name: str, text: TextOnly) -> float:
@@ -557,9 +562,9 @@ def within_episode_expected(ep: Episode, infos: dict[str, ClipInfo], name: str, 
         for c in demo.clips
         if c.label is not None and (values is None or c.label in values)
     ]
-    if not shown:
-        return 0.0
     x = _log_feature(infos, ep.query.target.audio_path, name)
+    if all(s == x for s, _ in shown):  # the feature does not vary here: it tells nothing beyond the text
+        return expected(ep, text.best)
     numbers = [int(a) for a in text.admissible if _is_int(a)]
     if numbers and all(_is_int(label) for _, label in shown):
         guess = interpolate([s for s, _ in shown], [int(label) for _, label in shown], x)

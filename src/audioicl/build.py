@@ -15,6 +15,7 @@ Every file's audio comes from a generator keyed by stable names, so the bytes do
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -310,13 +311,10 @@ def normalized(options: BuildOptions) -> BuildOptions:
     for name in tasks:
         TASKS.get(name)  # unknown names raise with the list of known ones
     order = {name: i for i, name in enumerate(task_names())}
-    return BuildOptions(
-        seed=options.seed,
-        episodes=options.episodes,
+    return dataclasses.replace(
+        options,
         shots=tuple(sorted(set(options.shots))),
         tasks=tuple(sorted(set(tasks), key=order.__getitem__)),
-        count_labels=options.count_labels,
-        remap_demos=options.remap_demos,
         sources=tuple(sorted(options.sources)),
     )
 

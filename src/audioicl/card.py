@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from . import __version__
-from .tasks.context import BuildOptions
+from .tasks.context import CONSTRUCTION, BuildOptions
 
 MAX_LISTED_LABELS = 25
 
@@ -58,6 +58,29 @@ def _task_section(stats: TaskStats, max_shots: int) -> str:
     )
 
 
+def construction_section(options: BuildOptions) -> list[str]:
+    """Which construction was built: every construction option, its value and what that value builds."""
+    rows = []
+    for choice in CONSTRUCTION:
+        value = getattr(options, choice.field)
+        whose = "the original's" if value == choice.original else "ours"
+        if value == choice.values[0]:
+            whose += " (default)"
+        rows.append(f"| `{choice.flag} {value}` | {whose} | {choice.builds[value]} |")
+    return [
+        "## Construction",
+        "",
+        "How episodes and clips were made. The defaults remove shortcuts that let a model score without "
+        "listening (issue 8 of audioicl); `audioicl build --construction original` reproduces the original "
+        "benchmark's construction, flaws included.",
+        "",
+        "| option | construction | what it builds |",
+        "|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
 def render_card(options: BuildOptions, tasks: list[TaskStats], fingerprint: str) -> str:
     shots = ", ".join(map(str, options.shots))
     sources = (
@@ -74,10 +97,10 @@ def render_card(options: BuildOptions, tasks: list[TaskStats], fingerprint: str)
         "",
         f"- Seed {options.seed}; {options.episodes} episodes per task; k = {shots} "
         f"(`meta/meta_k<k>.jsonl`); tasks: {', '.join(t.name for t in tasks)}",
-        f"- AudioCount labels: `{options.count_labels}`; AudioRemap demos: `{options.remap_demos}`",
         f"- Real corpora (`--source`): {sources}",
         f"- Dataset fingerprint (see `manifest.json`): `{fingerprint}`",
         "",
+        *construction_section(options),
         "## Layout and format",
         "",
         "16 kHz mono 16-bit PCM WAV under `data/` in the original's folder layout; meta files in the original's "

@@ -807,8 +807,8 @@ _FLOOR_QUANTILE = 0.05
 @dataclass(frozen=True)
 class LevelFeatures:
     """Duration (s), RMS, background level (the 5th percentile of the RMS of 50 ms frames) and the share of
-    the content below 20 Hz (its RMS over the clip's RMS; DC excluded): measurements that should not tell a
-    clip's label unless the task's rule is about them."""
+    the content below 20 Hz (its RMS over the clip's RMS, DC excluded from both): measurements that should
+    not tell a clip's label unless the task's rule is about them."""
 
     seconds: float
     rms: float
@@ -826,10 +826,11 @@ def level_features(wave: np.ndarray, sr: int) -> LevelFeatures:
     low = np.fft.rfftfreq(x.size, 1 / sr) < LOW_FREQUENCY_HZ
     low[0] = False
     rms = float(np.sqrt(np.mean(x**2)))
+    ac_rms = float(np.std(x))  # the share leaves DC out of both sides
     low_rms = float(np.sqrt(2 * spectrum[low].sum()) / x.size)
     return LevelFeatures(
         seconds=x.size / sr,
         rms=rms,
         floor=float(np.quantile(frames, _FLOOR_QUANTILE)),
-        low_share=low_rms / rms if rms > 0 else 0.0,
+        low_share=low_rms / ac_rms if ac_rms > 0 else 0.0,
     )

@@ -228,7 +228,10 @@ class MachinePool:
 class MachineBank(Protocol):
     types: tuple[str, ...]
 
-    def pool(self, machine_type: str) -> MachinePool: ...
+    def pool(self, machine_type: str, size: tuple[int, int] | None = None) -> MachinePool:
+        """The type's recordings; ``size`` asks for at least that many (normal, anomalous) ones, which a
+        synthetic bank makes and a corpus has or has not."""
+        ...
 
     def render(self, machine_type: str, clip: MachineClip) -> np.ndarray: ...
 
@@ -254,7 +257,13 @@ class SynthMachines:
     def types(self) -> tuple[str, ...]:
         return tuple(self._machines.MACHINE_TYPES)
 
-    def pool(self, machine_type: str) -> MachinePool:
+    def pool(self, machine_type: str, size: tuple[int, int] | None = None) -> MachinePool:
+        """``SYNTH_NORMALS_PER_MACHINE`` normal and ``SYNTH_ANOMALIES_PER_MACHINE`` anomalous takes, or more
+        when ``size`` asks (clip ``i`` is the same whatever the pool's size)."""
+        wanted_normals, wanted_anomalies = size or (0, 0)
+        normals = max(wanted_normals, SYNTH_NORMALS_PER_MACHINE)
+        anomalies = max(wanted_anomalies, SYNTH_ANOMALIES_PER_MACHINE)
+
         def clips(split: str, kind: str, count: int, anomalous: bool) -> tuple[MachineClip, ...]:
             return tuple(
                 MachineClip(
@@ -268,8 +277,7 @@ class SynthMachines:
             )
 
         return MachinePool(
-            clips("train", "normal", SYNTH_NORMALS_PER_MACHINE, False),
-            clips("test", "anomaly", SYNTH_ANOMALIES_PER_MACHINE, True),
+            clips("train", "normal", normals, False), clips("test", "anomaly", anomalies, True)
         )
 
     @functools.lru_cache(maxsize=16)  # noqa: B019
@@ -312,7 +320,7 @@ class FileMachines:
             )
         self.types = tuple(self._pools)
 
-    def pool(self, machine_type: str) -> MachinePool:
+    def pool(self, machine_type: str, size: tuple[int, int] | None = None) -> MachinePool:
         return self._pools[machine_type]
 
     def render(self, machine_type: str, clip: MachineClip) -> np.ndarray:

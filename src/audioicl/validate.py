@@ -58,8 +58,10 @@ PROBLEM_KINDS = (
 SHOWN_PER_KIND = 20
 Finding = tuple[str, str]  # (problem kind, message) about one episode
 
-# Clip roles of the multi-clip task families (SPEC §3): demo roles, query roles (the last one is the target).
-DEMO_ROLES = {"remap": ("A", "B", "MIX"), "anomaly": ("Normal", "Anomalous")}
+# Clip roles of the multi-clip task families (SPEC §3): the demo role layouts accepted (an AnomalyDetect pair
+# in either order: the original shows Normal first, our default draws the order), query roles (the last one
+# is the target).
+DEMO_ROLES = {"remap": (("A", "B", "MIX"),), "anomaly": (("Normal", "Anomalous"), ("Anomalous", "Normal"))}
 QUERY_ROLES = {"remap": ("A", "B", "MIX"), "anomaly": ("Query",)}
 
 ALPHABET_DIR = "data/MorseCode/alphabet"
@@ -199,11 +201,14 @@ def _labelled(clip: Clip, what: str, space: LabelSpace, problems: list[Finding])
         problems.append((LABEL, f"{what} label {clip.label!r} is not in {space.description}"))
 
 
-def _roles_match(clips: tuple[Clip, ...], roles: tuple[str, ...], what: str, problems: list[Finding]) -> bool:
+def _roles_match(
+    clips: tuple[Clip, ...], layouts: tuple[tuple[str, ...], ...], what: str, problems: list[Finding]
+) -> bool:
     found = tuple(c.role for c in clips)
-    if found != roles:
+    if found not in layouts:
         shown = ", ".join(str(r) for r in found)
-        problems.append((SHAPE, f"{what} has roles ({shown}), expected ({', '.join(roles)})"))
+        expected = " or ".join(f"({', '.join(roles)})" for roles in layouts)
+        problems.append((SHAPE, f"{what} has roles ({shown}), expected {expected}"))
         return False
     return True
 
@@ -234,7 +239,7 @@ def _multi_clip_problems(ep: Episode, spec: TaskSpec, problems: list[Finding]) -
         what = f"demo {index}"
         if not demo.multi:
             problems.append(
-                (SHAPE, f"{what} is a single clip, {ep.task} demos have clips {', '.join(demo_roles)}")
+                (SHAPE, f"{what} is a single clip, {ep.task} demos have clips {', '.join(demo_roles[0])}")
             )
             continue
         if not _roles_match(demo.clips, demo_roles, what, problems):
@@ -251,7 +256,7 @@ def _multi_clip_problems(ep: Episode, spec: TaskSpec, problems: list[Finding]) -
             (SHAPE, f"query is a single clip, {ep.task} queries have clips {', '.join(query_roles)}")
         )
         return
-    if not _roles_match(query.clips, query_roles, "query", problems):
+    if not _roles_match(query.clips, (query_roles,), "query", problems):
         return
     for clip in query.clips[:-1]:
         _labelled(clip, f"query {clip.role}", spec.clip_labels[clip.role], problems)

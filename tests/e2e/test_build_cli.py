@@ -61,3 +61,24 @@ def test_validate_accepts_the_build(dataset):
         pytest.skip("the validate command is not registered yet")
     done = audioicl("validate", str(root), "--verify-hashes")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_construction_original_with_an_explicit_override(tmp_path):
+    """``--construction original`` sets every construction option to the original's; an option given
+    explicitly wins; the build state, the manifest and the card record what was built."""
+    root = tmp_path / "orig"
+    done = audioicl(
+        "build", "--out", str(root), "--quiet", "--construction", "original", "--queries", "distinct", *SMALL
+    )
+    assert done.returncode == 0, done.stderr
+    options = json.loads((root / "manifest.json").read_text())["options"]
+    assert options["anomaly_order"] == options["file_names"] == options["label_prior"] == "original"
+    assert options["remap_demos"] == "same-pair" and options["queries"] == "distinct"
+    assert json.loads((root / "build.json").read_text())["options"] == options
+    card = (root / "README.md").read_text()
+    assert "| `--anomaly-order original` | the original's |" in card
+    assert "| `--queries distinct` | ours (default) |" in card
+    first = json.loads((root / "meta/meta_k2.jsonl").read_text().splitlines()[0])
+    assert first["query"]["audio_path"].endswith(f"_{first['query']['label']}.wav")  # the original's names
+    bad = audioicl("build", "--out", str(tmp_path / "x"), "--anomaly-order", "sideways", *SMALL)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr

@@ -169,10 +169,15 @@ def load_checkpoint(name: str, settings: HFSettings, device: torch.device) -> Lo
     if known is not None and model_type in known.thinker_of:
         load_kwargs["config"] = config.thinker_config
         load_kwargs["key_mapping"] = {r"^thinker\.": ""}
+    verbosity = transformers.logging.get_verbosity()
+    if load_kwargs.get("key_mapping"):  # the talker and vocoder weights are left out on purpose: no report
+        transformers.logging.set_verbosity_error()
     try:
         model = cls.from_pretrained(name, **load_kwargs)
     except (OSError, ValueError) as exc:
         raise AudioICLError(f"cannot load the weights of {name}: {exc}") from exc
+    finally:
+        transformers.logging.set_verbosity(verbosity)
     model.eval()
     return Loaded(model, processor, family, model_type, _config_sha256(name, config))
 
@@ -299,11 +304,13 @@ class HFBackend:
         """The processor's own output for the clip alone: its feature row and how many audio tokens its
         placeholder became. Alone, so a clip's features never depend on its batch mates (Qwen3-Omni's
         processor pads a call to its longest clip, and a clip's token count then depends on the others)."""
+        on_device = {"device": str(self.device)} if self.device.type == "cuda" else {}  # mel on the GPU
         out = self.processor(
             text=[self.model_family.placeholder],
             audio=[clip.wave],
             sampling_rate=self.sampling_rate,
             return_tensors="pt",
+            **on_device,
         )
         mask = out.get("feature_attention_mask")
         if mask is None or "input_features" not in out:

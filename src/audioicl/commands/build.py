@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from ..build import BuildOptions, build
 from ..cli import command, parse_int_set, parse_names
 from ..sources import SOURCE_KINDS, parse_sources
+from ..tasks.context import CONSTRUCTION, original_construction
 
 
 def _add(sub):
@@ -35,18 +37,25 @@ def _add(sub):
         metavar="KIND=DIR",
         help=f"use a real corpus instead of synthesized sounds; KIND is one of {', '.join(SOURCE_KINDS)}",
     )
-    p.add_argument(
-        "--count-labels",
-        choices=("distinct", "independent"),
-        default="distinct",
-        help="AudioCount: distinct counts per episode (original) or drawn independently",
+    group = p.add_argument_group(
+        "construction",
+        "how episodes and clips are made; the first value of each is the default, `original` (or the value "
+        "named so) reproduces the original benchmark's construction, flaws included",
     )
-    p.add_argument(
-        "--remap-demos",
-        choices=("own-pair", "same-pair"),
-        default="own-pair",
-        help="AudioRemap: every demo its own A/B pair (default) or one pair per episode (original, leaks labels)",
+    group.add_argument(
+        "--construction",
+        choices=("default", "original"),
+        default="default",
+        help="set every construction option below to its default or to the original's (an option given "
+        "explicitly wins)",
     )
+    for choice in CONSTRUCTION:
+        group.add_argument(
+            choice.flag,
+            choices=choice.values,
+            default=None,
+            help=f"{choice.help} (default: {choice.values[0]}; the original: {choice.original})",
+        )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     return p
 
@@ -58,10 +67,12 @@ def run(args) -> int:
         episodes=args.episodes,
         shots=tuple(parse_int_set(args.k)),
         tasks=tuple(parse_names(args.tasks)),
-        count_labels=args.count_labels,
-        remap_demos=args.remap_demos,
         sources=parse_sources(args.source),
     )
+    if args.construction == "original":
+        options = original_construction(options)
+    given = {c.field: getattr(args, c.field) for c in CONSTRUCTION if getattr(args, c.field) is not None}
+    options = dataclasses.replace(options, **given)
     summary = build(args.out, options, workers=max(1, args.workers), progress=not args.quiet)
     if not args.quiet:
         print(summary.line())

@@ -17,15 +17,19 @@ def rms(x: np.ndarray) -> float:
     return float(np.sqrt(np.mean(x * x))) if x.size else 0.0
 
 
-def mix_at_snr(signal: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
-    """``signal`` plus ``noise`` scaled so that rms(signal) / rms(noise) is ``snr_db`` over the whole clip.
+def mix_at_snr(
+    signal: np.ndarray, noise: np.ndarray, snr_db: float, signal_rms: float | None = None
+) -> np.ndarray:
+    """``signal`` plus ``noise`` scaled so that rms(signal) / rms(noise) is ``snr_db`` over the whole clip;
+    a given ``signal_rms`` replaces rms(signal) as the level the SNR refers to.
 
     ``noise`` must be at least as long as ``signal`` (it is cut to length); both must be non-silent.
     """
     if len(noise) < len(signal):
         raise ValueError(f"noise has {len(noise)} samples, shorter than the signal's {len(signal)}")
     noise = np.asarray(noise[: len(signal)], dtype=np.float64)
-    signal_rms, noise_rms = rms(signal), rms(noise)
+    noise_rms = rms(noise)
+    signal_rms = rms(signal) if signal_rms is None else signal_rms
     if signal_rms <= 0.0 or noise_rms <= 0.0:
         raise ValueError("mix_at_snr needs a non-silent signal and a non-silent noise")
     gain = signal_rms / (noise_rms * 10.0 ** (snr_db / 20.0))

@@ -39,6 +39,7 @@ ANOMALY_KINDS: dict[str, tuple[str, ...]] = {
 
 _TWO_PI = np.float32(2.0 * np.pi)
 _PEAK_LIMIT = 0.95
+INAUDIBLE_HZ = 20.0  # every clip is silent below this (see _high_pass)
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def machine_clip(
     )
     canvas = _Canvas(n, sr, rng, take.mic_cutoff_hz)
     _RENDERERS[unit.machine_type](unit, take, anomaly, canvas)
-    mixed = canvas.render(unit, take.snr_db)
+    mixed = np.fft.irfft(_rfft(canvas.render(unit, take.snr_db)) * _high_pass(n, sr), n=n)
     out = mixed * np.float32(db_to_gain(take.level_db) / rms(mixed))
     peak = float(np.max(np.abs(out)))
     if peak > _PEAK_LIMIT:  # rare: a very impulsive clip at the top of the level range
@@ -174,6 +175,17 @@ def _band(n: int, sr: int, low_hz: int, high_hz: int, tilt_db10: int = 0) -> np.
     if tilt_db10:
         gain = gain * (f / 1000.0) ** (tilt_db10 / 10 / 6.0206)
     return _read_only(gain.astype(np.float32))
+
+
+@functools.lru_cache(maxsize=4)
+def _high_pass(n: int, sr: int) -> np.ndarray:
+    """The microphone's low end: nothing below ``INAUDIBLE_HZ``, a raised-cosine rise to full level at twice
+    that. Rotation and wheel rates below 20 Hz (fan and bearing shafts, toy wheels, gearbox output) are
+    heard through what they do to audible sound (modulation, harmonics, impacts), never as infrasound that
+    a microphone or a feature extractor could pick up while a listener cannot."""
+    f = _grid(n, sr)[2]
+    rise = np.clip((f - INAUDIBLE_HZ) / INAUDIBLE_HZ, 0.0, 1.0)
+    return _read_only((0.5 - 0.5 * np.cos(np.pi * rise)).astype(np.float32))
 
 
 @functools.lru_cache(maxsize=32)
@@ -551,7 +563,7 @@ def _slider(unit: MachineUnit, take: _Take, anomaly: str | None, c: _Canvas) -> 
     rough_db = 0.0
     if anomaly == "no_grease":  # dry rail: rougher, brighter rolling noise and squeal while moving
         low, high, rough_db = low * 1.5, high * 1.2, 3.0 * s
-        c.squeal(c.rng.uniform(1500.0, 4000.0), -14.0 + 6 * s, envelope=velocity)
+        c.squeal(c.rng.uniform(1500.0, 4000.0), -8.0 + 6 * s, envelope=velocity)
     c.noise(c.band(low, high, unit.noise_tilt_db), rough_db, envelope=velocity)
     c.noise(c.band(100.0, 6000.0, -3.0), -18.0)  # drive electronics, always on
     starts = offset + half * np.arange(-1, int(c.seconds / half) + 2)

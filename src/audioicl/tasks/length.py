@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from .base import TaskSpec, integer_labels, register
 from .context import GenContext, PlannedEpisode, PlannedFile, TaskGenerator, single_clip_episode
 
 MAX_SECONDS = 20
-CLIPS_PER_LENGTH = 20  # the pool: clips <L>_<1..20> for every L, drawn from by all episodes (as the original)
+CLIPS_PER_LENGTH = 20  # the demo pool: 20 clips per label, drawn from by all episodes (as the original)
 NOISE_RMS = 0.02
 FRAGMENTS = (2, 10)
 MIN_FRAGMENT_SECONDS = 0.03
@@ -22,13 +23,33 @@ SHORT_SILENCE_SECONDS = (0.2, 1.5)  # AudioLength: one block of 0.2 s .. min(1.5
 MAX_HARD_SILENCE = 10  # AudioLengthHard: s whole seconds, 0 .. min(10, L)
 FRAGMENT_BANK_OFFSET = 100_000  # fragments come from one-shots 100000..100199
 FRAGMENT_BANK_SIZE = 200
+# --length-audio clean: the highest sample, and the raised-cosine fades at a silence block and at the edges
+PEAK = 0.9
+CUT_FADE_MS = 5.0
+EDGE_FADE_MS = 10.0
+
+
+@dataclass(frozen=True)
+class LengthClip:
+    """One clip of a length task: ``seconds`` long with ``silence`` whole seconds of silence (AudioLengthHard;
+    AudioLength's short block is drawn when rendering). ``key`` names its random generator and file."""
+
+    key: tuple
+    seconds: int
+    silence: int
+    label: int
 
 
 def _sound_bed(ctx: GenContext, rng: np.random.Generator, seconds: int) -> np.ndarray:
-    """White noise at RMS 0.02 plus 2-10 one-shot fragments (>= 30 ms, gain 0.8-2.0, overlaps allowed)."""
+    """White noise at RMS 0.02 plus 2-10 one-shot fragments (>= 30 ms, gain 0.8-2.0, overlaps allowed).
+
+    ``--length-audio clean`` scales the fragments (never the noise floor) so that no sample passes ``PEAK``;
+    the original lets their sum clip at full scale."""
     n = seconds * SAMPLE_RATE
     wave = rng.standard_normal(n, dtype=np.float32)
     wave *= NOISE_RMS
+    clean = ctx.options.length_audio == "clean"
+    fragments = np.zeros(n, dtype=np.float32) if clean else wave
     min_len = int(MIN_FRAGMENT_SECONDS * SAMPLE_RATE)
     for _ in range(int(rng.integers(FRAGMENTS[0], FRAGMENTS[1] + 1))):
         sound = ctx.sources.one_shots.get(FRAGMENT_BANK_OFFSET + int(rng.integers(FRAGMENT_BANK_SIZE))).wave
@@ -37,77 +58,172 @@ def _sound_bed(ctx: GenContext, rng: np.random.Generator, seconds: int) -> np.nd
         gain = float(rng.uniform(*FRAGMENT_GAIN))
         fragment = dsp.fade(sound[offset : offset + length], SAMPLE_RATE, FRAGMENT_FADE_MS) * gain
         start = int(rng.integers(0, n - length + 1))
-        wave[start : start + length] += fragment
+        fragments[start : start + length] += fragment
+    if not clean:
+        return wave
+    room = PEAK - float(np.max(np.abs(wave)))
+    top = float(np.max(np.abs(fragments)))
+    if top > room:
+        fragments *= np.float32(room / top)
+    return wave + fragments
+
+
+def _ramp(ms: float) -> np.ndarray:
+    """A rising raised-cosine fade sampled at sample centres: no sample of it is zero, so a fade never
+    lengthens a block of digital silence."""
+    return dsp.raised_cosine(int(round(ms * SAMPLE_RATE / 1000)), centred=True)
+
+
+def _silence(ctx: GenContext, wave: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Exact digital silence over [start, stop); ``--length-audio clean`` fades the sound out before it and
+    in after it, and fades the clip's edges."""
+    wave[start:stop] = 0.0
+    if ctx.options.length_audio == "clean":
+        cut, edge = _ramp(CUT_FADE_MS), _ramp(EDGE_FADE_MS)
+        before = wave[max(0, start - len(cut)) : start]
+        before *= cut[::-1][len(cut) - len(before) :]
+        after = wave[stop : stop + len(cut)]
+        after *= cut[: len(after)]
+        head = wave[: len(edge)]
+        head *= edge[: len(head)]
+        tail = wave[max(0, len(wave) - len(edge)) :]
+        tail *= edge[::-1][len(edge) - len(tail) :]
     return wave
 
 
-def _render_easy(ctx: GenContext, spec: TaskSpec, seconds: int, idx: int) -> np.ndarray:
-    rng = ctx.rng(spec.name, "pool", seconds, idx)
-    wave = _sound_bed(ctx, rng, seconds)
-    low, high = SHORT_SILENCE_SECONDS
-    silence = int(rng.uniform(low, min(high, seconds / 4)) * SAMPLE_RATE)
+def _render(ctx: GenContext, spec: TaskSpec, clip: LengthClip) -> np.ndarray:
+    rng = ctx.rng(spec.name, *clip.key)
+    wave = _sound_bed(ctx, rng, clip.seconds)
+    if spec.name == "AudioLength":
+        low, high = SHORT_SILENCE_SECONDS
+        silence = int(rng.uniform(low, min(high, clip.seconds / 4)) * SAMPLE_RATE)
+    else:
+        silence = clip.silence * SAMPLE_RATE
     start = int(rng.integers(0, len(wave) - silence + 1))
-    wave[start : start + silence] = 0.0
-    return wave
+    return _silence(ctx, wave, start, start + silence)
 
 
-def _hard_silence(ctx: GenContext, spec: TaskSpec, seconds: int, idx: int) -> int:
-    """Whole seconds of silence in pool clip (seconds, idx): part of its name, so drawn apart from its audio."""
-    return int(
+def _silence_for_label(rng: np.random.Generator, label: int) -> int:
+    """AudioLengthHard with balanced labels: whole seconds of silence, uniform over what ``label`` allows
+    (an all-silent clip, label 0, is 1..10 s long)."""
+    if label == 0:
+        return int(rng.integers(1, MAX_HARD_SILENCE + 1))
+    return int(rng.integers(0, min(MAX_HARD_SILENCE, MAX_SECONDS - label) + 1))
+
+
+def _labels(hard: bool) -> range:
+    return range(0, MAX_SECONDS + 1) if hard else range(1, MAX_SECONDS + 1)
+
+
+def _pool_clip(ctx: GenContext, spec: TaskSpec, hard: bool, slot: int) -> LengthClip:
+    """Demo pool clip ``slot``: ``CLIPS_PER_LENGTH`` per length L (the original), or for AudioLengthHard with
+    balanced labels per label (its silence drawn to fit)."""
+    group, idx = divmod(slot, CLIPS_PER_LENGTH)
+    idx += 1
+    if not hard:
+        return LengthClip(("pool", group + 1, idx), group + 1, 0, group + 1)
+    if ctx.options.label_prior == "balanced":
+        label = group
+        silence = _silence_for_label(ctx.rng(spec.name, "pool-label", label, idx, "silence"), label)
+        return LengthClip(("pool-label", label, idx), label + silence, silence, label)
+    seconds = group + 1
+    silence = int(
         ctx.rng(spec.name, "pool", seconds, idx, "silence").integers(0, min(MAX_HARD_SILENCE, seconds) + 1)
     )
+    return LengthClip(("pool", seconds, idx), seconds, silence, seconds - silence)
 
 
-def _render_hard(ctx: GenContext, spec: TaskSpec, seconds: int, idx: int) -> np.ndarray:
-    rng = ctx.rng(spec.name, "pool", seconds, idx)
-    wave = _sound_bed(ctx, rng, seconds)
-    silence = _hard_silence(ctx, spec, seconds, idx) * SAMPLE_RATE
-    start = int(rng.integers(0, len(wave) - silence + 1))
-    wave[start : start + silence] = 0.0
-    return wave
+def _pool_size(ctx: GenContext, hard: bool) -> int:
+    groups = len(_labels(hard)) if hard and ctx.options.label_prior == "balanced" else MAX_SECONDS
+    return groups * CLIPS_PER_LENGTH
+
+
+def _own_query(ctx: GenContext, spec: TaskSpec, hard: bool, index: int, label: int | None) -> LengthClip:
+    """A query clip made for episode ``index`` alone; its label is the balanced one, or drawn as the
+    original's pool draws it (L uniform, s uniform up to min(10, L))."""
+    rng = ctx.rng(spec.name, "query", index, "label")
+    if label is None:
+        seconds = int(rng.integers(1, MAX_SECONDS + 1))
+        silence = int(rng.integers(0, min(MAX_HARD_SILENCE, seconds) + 1)) if hard else 0
+        return LengthClip(("query", index), seconds, silence, seconds - silence)
+    silence = _silence_for_label(rng, label) if hard else 0
+    return LengthClip(("query", index), label + silence, silence, label)
+
+
+def _episode_clips(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> list[LengthClip]:
+    """Demos from the shared pool (labels may repeat, clips do not), then the query: from the pool too (the
+    original, where queries recur across episodes) or made for this episode (``--queries distinct``)."""
+    rng = ctx.rng(spec.name, index, "episode")
+    size = _pool_size(ctx, hard)
+    label = None
+    if ctx.options.label_prior == "balanced":
+        label = int(ctx.balanced(spec.name, "query", _labels(hard), index))
+    if ctx.options.queries == "distinct":
+        slots = rng.choice(size, ctx.n_clips - 1, replace=False)
+        query = _own_query(ctx, spec, hard, index, label)
+    elif label is None:  # the original
+        *slots, last = (int(v) for v in rng.choice(size, ctx.n_clips, replace=False))
+        query = _pool_clip(ctx, spec, hard, last)
+    else:
+        group = label if hard else label - 1
+        last = group * CLIPS_PER_LENGTH + int(rng.integers(CLIPS_PER_LENGTH))
+        slots = rng.choice(np.delete(np.arange(size), last), ctx.n_clips - 1, replace=False)
+        query = _pool_clip(ctx, spec, hard, last)
+    return [*(_pool_clip(ctx, spec, hard, int(slot)) for slot in slots), query]
+
+
+def _path(ctx: GenContext, spec: TaskSpec, hard: bool, clip: LengthClip) -> str:
+    folder = "data/audiolength/hard" if hard else "data/audiolength/easy"
+    if ctx.options.file_names == "neutral":
+        return f"{folder}/{ctx.token(spec.name, *clip.key)}.wav"
+    number = clip.key[-1] if clip.key[0] != "query" else f"q{clip.key[1] + 1:04d}"
+    if hard:  # the original's <label>_<silence>_<idx>.wav
+        return f"{folder}/{clip.label}_{clip.silence}_{number}.wav"
+    return f"{folder}/{clip.seconds}_{number}.wav"
 
 
 def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> PlannedEpisode:
-    """Demos and query drawn independently from the pool (labels may repeat, clips do not)."""
-    rng = ctx.rng(spec.name, index, "episode")
-    slots = rng.choice(MAX_SECONDS * CLIPS_PER_LENGTH, ctx.n_clips, replace=False)
     clips, files = [], []
-    for slot in slots:
-        seconds, idx = int(slot) // CLIPS_PER_LENGTH + 1, int(slot) % CLIPS_PER_LENGTH + 1
-        if hard:
-            silence = _hard_silence(ctx, spec, seconds, idx)
-            label = seconds - silence
-            path = f"data/audiolength/hard/{label}_{silence}_{idx}.wav"
-            render = functools.partial(_render_hard, ctx, spec, seconds, idx)
-        else:
-            label = seconds
-            path = f"data/audiolength/easy/{seconds}_{idx}.wav"
-            render = functools.partial(_render_easy, ctx, spec, seconds, idx)
-        clips.append((path, str(label)))
-        files.append(PlannedFile(path, render))
+    for clip in _episode_clips(hard, ctx, spec, index):
+        path = _path(ctx, spec, hard, clip)
+        clips.append((path, str(clip.label)))
+        files.append(PlannedFile(path, functools.partial(_render, ctx, spec, clip)))
     return PlannedEpisode(single_clip_episode(ctx, spec, index, clips), tuple(files))
 
 
 _BED = (
     f"white noise at RMS {NOISE_RMS} with {FRAGMENTS[0]}-{FRAGMENTS[1]} random fragments of one-shots "
     f"(>= {MIN_FRAGMENT_SECONDS * 1000:.0f} ms, gain {FRAGMENT_GAIN[0]}-{FRAGMENT_GAIN[1]}, overlaps allowed; "
-    "samples beyond full scale clip)"
+    f"scaled so that no sample passes {PEAK}, where the original clips at full scale)"
+)
+_CUTS = (
+    f"{CUT_FADE_MS:.0f} ms fades into and out of the silence and {EDGE_FADE_MS:.0f} ms fades at the clip's "
+    "edges (`--length-audio original`: hard cuts)"
+)
+_POOLS = (
+    f"Demos come from a shared pool of {CLIPS_PER_LENGTH} clips per label (labels may repeat within an "
+    "episode); each query clip is made for its episode alone (`--queries original`: queries come from the "
+    "pool too and recur across episodes). Query labels are balanced over the label space "
+    "(`--label-prior original`: drawn as the original)."
 )
 _RECIPE = (
     f"A clip of L whole seconds (L = 1..{MAX_SECONDS}): {_BED}, and one block of exact digital silence of "
-    f"{SHORT_SILENCE_SECONDS[0]} s to min({SHORT_SILENCE_SECONDS[1]}, L/4) s at a random offset. The label is L. "
-    f"Clips come from a pool of {CLIPS_PER_LENGTH} per length (`<L>_<idx>.wav`); each episode draws distinct "
-    "clips, so labels may repeat."
+    f"{SHORT_SILENCE_SECONDS[0]} s to min({SHORT_SILENCE_SECONDS[1]}, L/4) s at a random offset, with {_CUTS}. "
+    f"The label is L. {_POOLS}"
 )
 _HARD_RECIPE = (
-    f"A clip of L whole seconds (L = 1..{MAX_SECONDS}): {_BED}, with a block of s whole seconds of exact "
-    f"digital silence (s = 0..min({MAX_HARD_SILENCE}, L), at a random offset). The label is L - s, the "
-    "non-silent seconds (an all-silent clip has label 0). Pool files are `<L-s>_<s>_<idx>.wav`."
+    f"A clip of L whole seconds: {_BED}, with a block of s whole seconds of exact digital silence at a random "
+    f"offset and {_CUTS}. The label is L - s, the non-silent seconds (an all-silent clip has label 0). The "
+    f"original draws L = 1..{MAX_SECONDS} and s = 0..min({MAX_HARD_SILENCE}, L), which makes small labels "
+    f"common (label 1 is 12 % of queries); by default the label is drawn uniformly over 0..{MAX_SECONDS} and s "
+    f"uniformly over what it allows (up to {MAX_HARD_SILENCE}, L <= {MAX_SECONDS}), for demos and queries. "
+    f"{_POOLS}"
 )
 _DIFFERENCES = (
     "Silence is exact digital zeros and the noise floor covers only the non-silent part. Fragments come from "
     "the synthesized one-shot bank unless `--source one-shots=DIR` is given. No padding: a clip's duration is "
-    "exactly its label's (the original's inference padded clips to the longest in the batch)."
+    "exactly its label's (the original's inference padded clips to the longest in the batch). File names are "
+    "opaque tokens (`--file-names original`: `<L>_<idx>.wav`, `<L-s>_<s>_<idx>.wav`, which hold the label)."
 )
 
 _INSTRUCTION = (
@@ -124,7 +240,7 @@ AUDIO_LENGTH = register(
         integer_labels(1, 20),
         "integer",
         _INSTRUCTION,
-        generator=TaskGenerator(functools.partial(_episode, False), _RECIPE, _DIFFERENCES, cost_ms=6.6),
+        generator=TaskGenerator(functools.partial(_episode, False), _RECIPE, _DIFFERENCES, cost_ms=11.0),
     )
 )
 AUDIO_LENGTH_HARD = register(
@@ -135,6 +251,6 @@ AUDIO_LENGTH_HARD = register(
         integer_labels(0, 20),
         "integer",
         _INSTRUCTION,
-        generator=TaskGenerator(functools.partial(_episode, True), _HARD_RECIPE, _DIFFERENCES, cost_ms=6.6),
+        generator=TaskGenerator(functools.partial(_episode, True), _HARD_RECIPE, _DIFFERENCES, cost_ms=11.0),
     )
 )

@@ -109,6 +109,28 @@ def _render_clip(
     return np.concatenate(parts).astype(np.float32)
 
 
+def _expressions(
+    ctx: GenContext, rng: np.random.Generator, candidates: tuple[Expression, ...]
+) -> list[tuple[int, Expression]]:
+    """(slot, expression) of the episode's clips, demos first, the query last; a slot numbers an expression
+    among the ``max(CLIPS_PER_FILLER, k + 1)`` made for the filler. The original draws that many distinct
+    expressions and uses a random ``k + 1`` of them; with ``--label-prior balanced`` the query's value is
+    drawn first, uniformly over the values the episode's operator(s) can give, then one of its expressions,
+    and the other expressions as before around it."""
+    made = max(CLIPS_PER_FILLER, ctx.n_clips)
+    if ctx.options.label_prior == "original":
+        expressions = [candidates[int(i)] for i in rng.choice(len(candidates), made, replace=False)]
+        return [(int(slot), expressions[int(slot)]) for slot in rng.permutation(made)[: ctx.n_clips]]
+    values = sorted({expr.value for expr in candidates})
+    value = values[int(rng.integers(len(values)))]
+    matching = [i for i, expr in enumerate(candidates) if expr.value == value]
+    query = matching[int(rng.integers(len(matching)))]
+    others = rng.choice(np.delete(np.arange(len(candidates)), query), ctx.n_clips - 1, replace=False)
+    slots = rng.permutation(made)[: ctx.n_clips]
+    chosen = [*(int(i) for i in others), query]
+    return [(int(slot), candidates[i]) for slot, i in zip(slots, chosen, strict=True)]
+
+
 def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> PlannedEpisode:
     rng = ctx.rng(spec.name, index, "episode")
     voices = ctx.sources.digits.voices
@@ -123,22 +145,25 @@ def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> Planned
         prefix = (
             f"epi-{index:04d}__ops-mul_{other}__sfxmul-{mul_sound.name}__sfxoth-{other_sound.name}__expr-"
         )
+        # neutral: the two sounds in name order, which says nothing about which one means x
+        first, second = sorted((mul_sound.name, other_sound.name))
+        neutral = f"epi-{index:04d}__sfx-{first}__sfx-{second}__"
     else:
         sound = bank.get(FILLER_BANK_OFFSET + index)
         op = operator_of_filler(ctx, sound.name)
         sounds = {op: sound.wave}
         candidates = _binary_candidates(op)
-        prefix = f"epi-{index:04d}__sfx-{sound.name}__"
+        prefix = neutral = f"epi-{index:04d}__sfx-{sound.name}__"
     fillers = functools.cache(lambda: {op: _prepared_filler(w) for op, w in sounds.items()})
-    made = max(CLIPS_PER_FILLER, ctx.n_clips)
-    expressions = [candidates[int(i)] for i in rng.choice(len(candidates), made, replace=False)]
     folder = "hard" if hard else "easy"
     clips, files = [], []
-    for slot in rng.permutation(made)[: ctx.n_clips]:
-        expr = expressions[int(slot)]
-        path = f"data/audiooperator/{folder}/{prefix}{expr.text}__ans-{expr.value}__k-{int(slot):02d}.wav"
+    for slot, expr in _expressions(ctx, rng, candidates):
+        if ctx.options.file_names == "neutral":
+            path = f"data/audiooperator/{folder}/{neutral}k-{slot:02d}.wav"
+        else:
+            path = f"data/audiooperator/{folder}/{prefix}{expr.text}__ans-{expr.value}__k-{slot:02d}.wav"
         clips.append((path, str(expr.value)))
-        render = functools.partial(_render_clip, ctx, spec, index, int(slot), voice, expr, fillers)
+        render = functools.partial(_render_clip, ctx, spec, index, slot, voice, expr, fillers)
         files.append(PlannedFile(path, render))
     return PlannedEpisode(single_clip_episode(ctx, spec, index, clips), tuple(files))
 
@@ -154,7 +179,9 @@ _RECIPE = (
     f"gap, spoken digit b (digits 1-9; each part trimmed of silence, {FADE_MS:.0f} ms fades). The filler stands "
     "for +, − or ×, fixed per filler; the label is a op b (for −, a ≥ b). One filler and one voice per episode; "
     f"{CLIPS_PER_FILLER} distinct expressions are drawn per filler and max(k) + 1 of them used "
-    "(file names keep the original's `k-<slot>` numbering)."
+    "(file names keep the original's `k-<slot>` numbering). The query's value is drawn uniformly over the "
+    "values the episode's operator can give, then one of its expressions (`--label-prior original`: the "
+    "expression is drawn uniformly, so values such as 0 for − or 10 for + are common)."
 )
 _HARD_RECIPE = (
     "Three spoken digits and two fillers (same gaps and fades): one filler means ×, the other + or − (fixed "
@@ -165,7 +192,9 @@ _DIFFERENCES = (
     "The operator of a filler comes from the seeded random generator (the original derived it from a hash of "
     "the file's absolute path, not reproducible across machines). Digits are spoken by espeak-ng voices (one "
     "per episode) unless `--source digits=DIR` (FSDD) is given; fillers are synthesized one-shots unless "
-    "`--source one-shots=DIR`. File names start with `epi-<episode>__` so that no two episodes share a file."
+    "`--source one-shots=DIR`. File names start with `epi-<episode>__` so that no two episodes share a file; "
+    "they name the filler sound(s) and the slot, not the expression or its value (`--file-names original`: "
+    "`..._<expression>__ans-<value>__...`)."
 )
 
 _INSTRUCTION = (

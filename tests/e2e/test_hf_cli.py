@@ -1,0 +1,77 @@
+"""A user's path with a checkpoint folder: ``audioicl run --model hf:DIR`` over a fresh build (every task,
+k = 1..5), then ``score`` and ``report``, for each tiny family in the real checkpoint layout."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("torchvision")
+
+# The folder names of the real checkpoints: results files are named after the last path component (SPEC §3).
+REAL_NAMES = {
+    "qwen2-audio": "Qwen2-Audio-7B-Instruct",
+    "qwen2.5-omni": "Qwen2.5-Omni-7B",
+    "qwen3-omni": "Qwen3-Omni-30B-A3B-Instruct",
+}
+TASKS = 9
+
+
+def audioicl(*args: object) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "audioicl", *map(str, args)], capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """One episode of every task, k = 1..5, as the builder makes them."""
+    root = tmp_path_factory.mktemp("hf-e2e") / "bench"
+    audioicl("build", "--out", root, "--episodes", 1, "--quiet", "--workers", 1)
+    return root
+
+
+@pytest.mark.parametrize("family", sorted(REAL_NAMES))
+def test_run_score_report(built, tiny_checkpoints, tmp_path, family):
+    checkpoint = tmp_path / REAL_NAMES[family]
+    shutil.copytree(tiny_checkpoints[family], checkpoint)
+    out = tmp_path / "results"
+    model = f"hf:{checkpoint}"
+    proc = audioicl(
+        "run", "--data", built, "--model", model, "--out", out, "-o", "dtype=fp32", "-o", "device=cpu"
+    )
+    name = REAL_NAMES[family]
+    for k in range(1, 6):
+        assert f"k={k}: {TASKS} written (0 errors)" in proc.stdout
+        lines = [json.loads(x) for x in (out / f"{name}_results_k{k}.jsonl").read_text().splitlines()]
+        assert len(lines) == TASKS and {x["status"] for x in lines} == {"ok"}
+        assert all(isinstance(x["response"], str) and x["usage"]["audio_tokens"] > 0 for x in lines)
+    record = json.loads((out / f"{name}_run.json").read_text())
+    info = record["runs"][-1]["backend_info"]
+    assert info["dtype"] == "float32" and info["device"] == "cpu" and info["transformers"]
+
+    again = audioicl(
+        "run", "--data", built, "--model", model, "--out", out, "-o", "dtype=fp32", "-o", "device=cpu"
+    )
+    assert f"k=5: 0 written (0 errors), {TASKS} skipped" in again.stdout
+
+    summary = tmp_path / "scores" / "summary.csv"
+    audioicl("score", "--in", out, "--out", summary)
+    with summary.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["model"], r["shots"]) for r in rows} == {(name, str(k)) for k in range(1, 6)}
+    assert len(rows) == 5 * TASKS and all(r["n"] == "1" for r in rows)
+
+    report = tmp_path / "report"
+    audioicl("report", "--scores", summary, "--results", out, "--data", built, "--out", report)
+    assert name in (report / "report.md").read_text(encoding="utf-8")
