@@ -78,6 +78,16 @@ def encoder_positions(family: str, audio_tokens: int, clips: int) -> float:
     return float(audio_tokens)
 
 
+def profile_one_window(backend: HFBackend, options: RunOptions) -> None:
+    """The GPU operators of one window of prompts (k = 3, one episode per task), by CUDA time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    probe = RunOptions(**{**options.__dict__, "out": options.out / "profile", "limit": 4, "shots": (3,)})
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        run(probe, report=lambda _: None, backend=backend)
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=60))
+
+
 def clip_seconds(data: Path, paths: list[str], cache: dict[str, float]) -> float:
     total = 0.0
     for path in paths:
@@ -99,6 +109,7 @@ def measure(family: str, args: argparse.Namespace, ceiling: float) -> dict[str, 
         processor=processor,
         model_family=spec,
         device=torch.device("cuda"),
+        kv_cache=args.cache,
     )
     counts = parameter_counts(model)
     out = Path(tempfile.mkdtemp(prefix=f"gpu-{family}-"))
@@ -114,6 +125,9 @@ def measure(family: str, args: argparse.Namespace, ceiling: float) -> dict[str, 
     warm = RunOptions(**{**options.__dict__, "out": out / "warmup", "limit": 1, "shots": (1,)})
     run(warm, report=lambda _: None, backend=backend)  # kernels compiled, allocator warm
     backend.features.__init__(backend.features.max_bytes)
+    backend.seconds = dict.fromkeys(backend.seconds, 0.0)
+    if args.profile:
+        profile_one_window(backend, options)
     torch.cuda.synchronize()
     started = time.perf_counter()
     summary = run(options, report=lambda _: None, backend=backend)
@@ -130,6 +144,7 @@ def measure(family: str, args: argparse.Namespace, ceiling: float) -> dict[str, 
         flops += 2 * counts["audio"] * encoder_positions(family, usage["audio_tokens"], len(x["audio_paths"]))
     rate = len(ok) / wall
     extractions = backend.features.misses
+    spent = dict(backend.seconds)
     backend.close()
     del model, backend
     torch.cuda.empty_cache()
@@ -146,6 +161,8 @@ def measure(family: str, args: argparse.Namespace, ceiling: float) -> dict[str, 
         "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
         "full_benchmark_min": FULL_BENCHMARK / rate / 60,
         "feature_extractions": extractions,
+        "features_s": spent["features"],
+        "generate_s": spent["generate"],
     }
 
 
@@ -159,10 +176,15 @@ def main() -> None:
     )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument(
+        "--batch-sizes", help="several runs of the first family, e.g. 16,32,64 (overrides --batch-size)"
+    )
+    parser.add_argument(
         "--window", type=int, default=None, help="prompts per backend call (default 4 batches)"
     )
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--cache", default="dynamic", choices=("dynamic", "static"), help="KV cache")
+    parser.add_argument("--profile", action="store_true", help="print the GPU operators of one window first")
     args = parser.parse_args()
 
     ceiling = matmul_ceiling()
@@ -170,17 +192,26 @@ def main() -> None:
         f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16 matmul ceiling {ceiling:.0f} TFLOP/s"
     )
     rows = {}
-    for family in args.families.split(","):
+    runs = [(f, args.batch_size) for f in args.families.split(",")]
+    if args.batch_sizes:
+        first = runs[0][0]
+        runs = [(first, int(b)) for b in args.batch_sizes.split(",")] + runs[1:]
+    for family, batch in runs:
         limit = args.omni_limit if family != "qwen2-audio" and args.omni_limit else args.limit
-        family_args = argparse.Namespace(**{**vars(args), "limit": limit})
-        rows[family] = measure(family, family_args, ceiling)
-        print(family, json.dumps({k: round(v, 3) for k, v in rows[family].items()}), flush=True)
-    header = "| family | prompts | errors | clips/prompt | wall s | prompts/s | audio s/s | TFLOP/s | of ceiling | peak GiB | full benchmark min |"
+        family_args = argparse.Namespace(**{**vars(args), "limit": limit, "batch_size": batch})
+        label = f"{family} b{batch} {args.cache}"
+        rows[label] = measure(family, family_args, ceiling)
+        print(label, json.dumps({k: round(v, 3) for k, v in rows[label].items()}), flush=True)
+    header = (
+        "| family, batch | prompts | errors | clips/prompt | wall s | features s | generate s | prompts/s | "
+        "audio s/s | TFLOP/s | of ceiling | peak GiB | full benchmark min |"
+    )
     print(header)
     print("|---" * (header.count("|") - 1) + "|")
     for family, r in rows.items():
         print(
             f"| {family} | {r['prompts']} | {r['errors']} | {r['clips_per_prompt']:.1f} | {r['wall_s']:.1f} | "
+            f"{r['features_s']:.1f} | {r['generate_s']:.1f} | "
             f"{r['prompts_per_s']:.2f} | {r['audio_s_per_s']:.0f} | {r['tflops']:.0f} | {r['ceiling_fraction']:.0%} | "
             f"{r['peak_gib']:.1f} | {r['full_benchmark_min']:.1f} |"
         )
