@@ -289,6 +289,18 @@ class ClipStore:
         return part
 
 
+class SilentClips(ClipStore):
+    """A clip store that reads nothing: every clip is empty. Lays out a chat's text and items without the
+    audio (the text-only floor in ``audit``, which must work where the audio is missing)."""
+
+    def __init__(self) -> None:
+        super().__init__(".")
+        self._silence = AudioPart.of(np.zeros(0, dtype=np.float32), self.sr)
+
+    def load(self, audio_path: str) -> AudioPart:
+        return self._silence
+
+
 def morse_bank_paths() -> tuple[str, ...]:
     return tuple(f"{MORSE_BANK_DIR}/{letter}.wav" for letter in MORSE_LETTERS)
 
