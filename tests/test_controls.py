@@ -177,7 +177,8 @@ def test_noise_query_is_fixed_length_noise_the_same_at_every_k(root, episodes, c
             assert len(target.audio.wave) == int(NOISE_SECONDS * SAMPLE_RATE)  # whatever the clip's length
             rms = float(np.sqrt(np.mean(target.audio.wave**2)))
             assert 0.05 < rms < 0.2 and np.count_nonzero(target.audio.wave == 0) < 10  # noise, not silence
-            assert noisy.audio_paths[-1] == NOISE_PATH and noisy.audio_paths[:-1] == prompt.audio_paths[:-1]
+            assert noisy.audio_paths[-1] == f"{NOISE_PATH}/{episode.id}"
+            assert noisy.audio_paths[:-1] == prompt.audio_paths[:-1]
             assert [i.audio for i in noisy.chat.items[:-1]] == [i.audio for i in prompt.chat.items[:-1]]
             assert not shows_query_label(noisy)
             assert seen.setdefault(episode.id, target.audio.digest) == target.audio.digest

@@ -392,3 +392,26 @@ def test_report_without_results_has_no_examples(tmp_path):
     assert page.count("audio") == 0 and page.count("article") == 0
     assert page.count("img") == len(TASKS) + 1
     assert "pass --results" in "".join(page.text)
+
+
+def test_text_only_results_are_drawn_as_the_floor(tmp_path: Path):
+    scores = tmp_path / "summary.csv"
+    floor_rows = "".join(f"text-only,{k},AudioCount,{1 / (8 - k):.6f},100\r\n" for k in (1, 3))
+    scores.write_bytes((SUMMARY + floor_rows).encode())
+    grid = load_grid(scores)
+    assert grid.floor == "text-only" and grid.lines == ("modelA", "modelB")
+    assert load_grid(scores, floor="nothing").floor is None
+    header = markdown_table(accuracy_table(grid)).splitlines()[0]
+    assert "text-only (floor) k=1" in header and "modelA k=1" in header
+    files = write_report(ReportOptions(scores=scores, out=tmp_path / "report"))
+    markdown = files.markdown.read_text(encoding="utf-8")
+    assert "## Chance levels and the text-only floor" in markdown
+    assert (
+        "- AudioCount: 12.5% (uniform guess over the 8 labels); text-only floor 14.3% (k=1), 20.0% (k=3)"
+        in markdown
+    )
+    html = files.html.read_text(encoding="utf-8")
+    assert "Text-only floor: 14.3% (k=1), 20.0% (k=3)." in html and "text-only (floor)" in html
+    # without the floor's results nothing about a floor appears
+    plain = write_report(ReportOptions(scores=scores, out=tmp_path / "plain", floor="nothing"))
+    assert "floor" not in plain.html.read_text(encoding="utf-8").lower()

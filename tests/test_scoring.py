@@ -16,6 +16,7 @@ from audioicl.scoring import (
     ResultKeys,
     ScoreOptions,
     SummaryRow,
+    cluster_bootstrap,
     find_result_files,
     format_table,
     iter_scored_lines,
@@ -411,6 +412,28 @@ def test_missing_gt_key_is_not_malformed(tmp_path):
     assert scored[0].gt is None and not scored[0].verdict.correct
 
 
+def test_missing_response_key_is_wrong_and_stays_in_n(tmp_path):
+    """SPEC §5 rule 1, as the original (``record.get("response")``): no response is a wrong answer, not a
+    malformed line; it is counted in n and as unparsed, without --skip-bad-lines."""
+    good = json.dumps(line("AudioCount", "3", "3"))
+    missing = json.dumps({"id": "AudioICL00042", "task": "AudioCount", "gt": "3"})
+    scored = score_text(tmp_path, f"{good}\n{missing}\n")
+    assert [(s.id, s.malformed, s.response, s.verdict.correct, s.verdict.parsed) for s in scored] == [
+        ("AudioICL00001", False, "3", True, True),
+        ("AudioICL00042", False, None, False, False),
+    ]
+    scoring = score_files(find_result_files(tmp_path))
+    assert scoring.malformed == 0
+    assert [(r.task, r.n, r.correct, r.unparsed) for r in scoring.rows] == [("AudioCount", 2, 1, 1)]
+
+
+def test_missing_custom_response_key_is_wrong_too(tmp_path):
+    record = {"uid": "u7", "kind": "AudioCount", "label": "3", "response": "3"}
+    keys = ResultKeys(response="pred", gt="label", task="kind", id="uid")
+    scored = score_text(tmp_path, json.dumps(record) + "\n", keys=keys)
+    assert (scored[0].id, scored[0].malformed, scored[0].verdict.correct) == ("u7", False, False)
+
+
 def test_custom_keys(tmp_path):
     record = {"uid": "u7", "kind": "AudioRemap", "pred": "E G E", "label": "EGE"}
     keys = ResultKeys(response="pred", gt="label", task="kind", id="uid")
@@ -423,7 +446,6 @@ MALFORMED = [
     ('{"id": "AudioICL00042", "response": "3"} {"id": 2}', "extra data", "AudioICL00042"),
     ('["AudioICL00042", "3"]', "not a JSON object but list", None),
     ('"just text"', "not a JSON object but str", None),
-    ('{"id": "AudioICL00042", "task": "AudioCount", "gt": "3"}', "no 'response' key", "AudioICL00042"),
     ("\ufeff" + json.dumps(line("AudioCount", "3", "3")), "not valid JSON", "AudioICL00001"),
     (
         '{"id": "AudioICL00042", "response": ' + "[" * 100_000 + "]" * 100_000 + "}",
@@ -460,8 +482,7 @@ def test_skip_bad_lines_counts_them_as_wrong(tmp_path, bad, message, id):
         (False, True, True),
         (True, False, False),
     ]
-    # a line that is an object keeps its task; anything else goes under the empty task
-    assert scored[1].task == ("AudioCount" if "response" in message else "")
+    assert scored[1].task == ""
     assert scored[1].id == id
 
 
@@ -472,7 +493,7 @@ def test_skipped_lines_stay_in_n(tmp_path):
     )
     write_jsonl(tmp_path / "m_results_k2.jsonl", [], tail=f"{good}\n{{oops\n")
     scoring = score_files(find_result_files(tmp_path), ScoreOptions(skip_bad_lines=True))
-    assert scoring.malformed == 2
+    assert scoring.malformed == 1  # the line without a response is wrong but not malformed
     assert [(r.shots, r.task, r.n, r.correct, r.unparsed) for r in scoring.rows] == [
         (1, "AudioCount", 3, 2, 1),
         (2, "", 1, 0, 1),
@@ -521,8 +542,11 @@ def test_summary_csv_bytes_exact(tmp_path):
     detail = tmp_path / "detail.csv"
     write_detail(detail, scoring.rows)
     lines = detail.read_bytes().split(b"\r\n")
-    assert lines[0] == b"model,shots,task,accuracy,n,correct,unparsed,errors,ci_low,ci_high,scoring"
-    assert lines[4] == b"m,10,AudioCount,0.333333,3,1,1,0,0.061490,0.792345,original"
+    assert lines[0] == (
+        b"model,shots,task,accuracy,n,correct,unparsed,errors,ci_low,ci_high,scoring,"
+        b"query_clips,cluster_ci_low,cluster_ci_high"
+    )
+    assert lines[4] == b"m,10,AudioCount,0.333333,3,1,1,0,0.061490,0.792345,original,unknown,,"
     assert [(r.correct, r.unparsed) for r in read_summary(detail)] == [(1, 0), (1, 1), (1, 0), (1, 1)]
     table = format_table(scoring.rows)
     assert "1/3" in table.splitlines()[-1] and "33.3" in table
@@ -589,3 +613,45 @@ def test_worker_processes_give_the_same_scores_as_one_process(tmp_path, monkeypa
     parallel = scoring.score_files(files, scoring.ScoreOptions(workers=2))
     assert parallel.rows == single.rows
     assert len(single.rows) == 15 and sum(r.n for r in single.rows) == 1200
+
+
+# --- query clips and the cluster bootstrap ------------------------------------------------------------
+
+
+def test_query_clip_is_the_last_audio_path_or_the_datasets(tmp_path):
+    ours = {**line("AudioCount", "3", "3", id="e1"), "audio_paths": ["d/1.wav", "d/q1.wav"]}
+    theirs = line("AudioCount", "3", "3", id="e2")
+    scored = score_text(tmp_path, json.dumps(ours) + "\n" + json.dumps(theirs) + "\n")
+    assert [s.query_clip for s in scored] == ["d/q1.wav", None]
+    scored = score_text(
+        tmp_path, json.dumps(ours) + "\n" + json.dumps(theirs) + "\n", query_clips={(1, "e2"): "d/q2.wav"}
+    )
+    assert [s.query_clip for s in scored] == ["d/q1.wav", "d/q2.wav"]
+
+
+def test_rows_count_query_clips_only_when_every_line_tells_its_clip(tmp_path):
+    lines = [
+        {**line("AudioLength", "3" if i % 2 else "4", "3", id=f"e{i}"), "audio_paths": [f"q{i // 3}.wav"]}
+        for i in range(12)
+    ]
+    write_jsonl(tmp_path / "m_results_k1.jsonl", lines + [line("MorseCode", "a", "a")])
+    rows = score_files(find_result_files(tmp_path)).rows
+    assert [(r.task, r.n, r.query_clips, r.recurring) for r in rows] == [
+        ("AudioLength", 12, 4, True),
+        ("MorseCode", 1, None, False),
+    ]
+    assert rows[0].cluster_interval is not None and rows[1].cluster_interval is None
+
+
+def test_cluster_bootstrap_is_deterministic_and_widens_for_shared_clips():
+    # 40 clips, each answered in 5 episodes, all right or all wrong together: 20 right clips
+    shared = [[5, 5] if i % 2 else [0, 5] for i in range(40)]
+    independent = [[1, 1] if i % 2 else [0, 1] for i in range(200)]
+    low, high = cluster_bootstrap(shared, ("m", 1, "t"))
+    assert (low, high) == cluster_bootstrap(shared, ("m", 1, "t"))
+    assert low < 0.5 < high
+    wilson_low, wilson_high = wilson_interval(100, 200)
+    assert high - low > 1.8 * (wilson_high - wilson_low)
+    low, high = cluster_bootstrap(independent, ("m", 1, "t"))
+    assert abs((high - low) - (wilson_high - wilson_low)) < 0.03
+    assert cluster_bootstrap([[3, 3], [2, 2]], ("m", 1, "t")) == (1.0, 1.0)

@@ -166,7 +166,9 @@ def noise_query(prompt: Prompt, context: ControlContext) -> Prompt:
     at = _target(prompt)
     items, paths = list(prompt.chat.items), list(prompt.audio_paths)
     items[at] = replace(items[at], audio=noise_clip(context.seed, context.episode.id))
-    paths[at] = NOISE_PATH
+    paths[at] = (
+        f"{NOISE_PATH}/{context.episode.id}"  # its own noise: a clip of its own for the scorer's clusters
+    )
     return _relaid(prompt, items, paths)
 
 

@@ -18,7 +18,7 @@ from .runner import RunOptions, run
 from .scoring import Scoring, format_table, score_folder
 from .tasks.context import BuildOptions
 
-DEMO_SOLVERS = ("random", "majority", "icl", "oracle")
+DEMO_SOLVERS = ("random", "majority", "text-only", "icl", "oracle")  # text-only: the report's floor
 DEMO_EPISODES = 20
 
 
@@ -89,11 +89,12 @@ def mean_accuracy_table(scoring: Scoring) -> str:
         cells.setdefault((row.model, row.shots), []).append(row.accuracy)
     models = list(dict.fromkeys(model for model, _ in cells))
     shots = sorted({k for _, k in cells})
-    lines = ["mean accuracy over tasks", f"{'solver':<10}" + "".join(f"{f'k={k}':>8}" for k in shots)]
+    width = max(10, *(len(model) + 1 for model in models))
+    lines = ["mean accuracy over tasks", f"{'solver':<{width}}" + "".join(f"{f'k={k}':>8}" for k in shots)]
     for model in models:
         values = (cells.get((model, k)) for k in shots)
         lines.append(
-            f"{model:<10}" + "".join(f"{sum(v) / len(v):>8.1%}" if v else f"{'-':>8}" for v in values)
+            f"{model:<{width}}" + "".join(f"{sum(v) / len(v):>8.1%}" if v else f"{'-':>8}" for v in values)
         )
     return "\n".join(lines)
 

@@ -815,3 +815,43 @@ ANOMALY_NORMAL_SPREAD = np.array(
         *(0.0814, 0.0964, 0.0644, 0.0757),
     ]
 )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# trivial level measurements (what ``audit`` tries as shortcuts)
+
+LOW_FREQUENCY_HZ = 20.0  # below the range of hearing
+_FLOOR_FRAME_S = 0.050
+_FLOOR_QUANTILE = 0.05
+
+
+@dataclass(frozen=True)
+class LevelFeatures:
+    """Duration (s), RMS, background level (the 5th percentile of the RMS of 50 ms frames) and the share of
+    the content below 20 Hz (its RMS over the clip's RMS, DC excluded from both): measurements that should
+    not tell a clip's label unless the task's rule is about them."""
+
+    seconds: float
+    rms: float
+    floor: float
+    low_share: float
+
+
+def level_features(wave: np.ndarray, sr: int) -> LevelFeatures:
+    x = _as_float(wave)
+    if x.size == 0:
+        return LevelFeatures(0.0, 0.0, 0.0, 0.0)
+    hop = max(1, int(_FLOOR_FRAME_S * sr))
+    frames = _frame_rms(x, hop) if x.size >= hop else np.array([np.sqrt(np.mean(x**2))])
+    spectrum = np.abs(np.fft.rfft(x)) ** 2
+    low = np.fft.rfftfreq(x.size, 1 / sr) < LOW_FREQUENCY_HZ
+    low[0] = False
+    rms = float(np.sqrt(np.mean(x**2)))
+    ac_rms = float(np.std(x))  # the share leaves DC out of both sides
+    low_rms = float(np.sqrt(2 * spectrum[low].sum()) / x.size)
+    return LevelFeatures(
+        seconds=x.size / sr,
+        rms=rms,
+        floor=float(np.quantile(frames, _FLOOR_QUANTILE)),
+        low_share=low_rms / ac_rms if ac_rms > 0 else 0.0,
+    )

@@ -55,7 +55,7 @@ LAYOUTS: tuple[str, ...] = ("original", "multiturn")
 PAD_MODES: tuple[str, ...] = ("none", "episode", "batch")
 MORSE_BANK_MODES: tuple[str, ...] = ("auto", "on", "off")
 
-NOISE_PATH = "control:noise"  # the path of a noise clip that a study condition put in a clip's place
+NOISE_PATH = "control:noise"  # names a noise clip a study condition put in a clip's place (+ "/<episode id>")
 MORSE_TASK = "MorseCode"
 MORSE_BANK_DIR = "data/MorseCode/alphabet"
 MORSE_LETTERS = string.ascii_uppercase
@@ -307,6 +307,18 @@ class ClipStore:
             _, dropped = self._parts.popitem(last=False)
             self._samples -= len(dropped.wave)
         return part
+
+
+class SilentClips(ClipStore):
+    """A clip store that reads nothing: every clip is empty. Lays out a chat's text and items without the
+    audio (the text-only floor in ``audit``, which must work where the audio is missing)."""
+
+    def __init__(self) -> None:
+        super().__init__(".")
+        self._silence = AudioPart.of(np.zeros(0, dtype=np.float32), self.sr)
+
+    def load(self, audio_path: str) -> AudioPart:
+        return self._silence
 
 
 def morse_bank_paths() -> tuple[str, ...]:

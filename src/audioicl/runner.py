@@ -612,9 +612,8 @@ def _study_episodes(
         elif k == 0 and k_of(path) != 0:
             read = [ep.with_shots(0) for ep in read]
         if options.control == "swapped-query":
-            partners[k] = swap_partners(
-                read, options.seed
-            )  # from the whole file: the same whatever the selection
+            # from the whole file: the same partner whatever the selection (--limit, --shard, --tasks)
+            partners[k] = swap_partners(read, options.seed)
         episodes[k] = read
     control = CONTROLS.get(options.control) if options.control else None
     return episodes, StudySetup(control, partners, sidecar, problems)
@@ -629,8 +628,9 @@ def run(options: RunOptions, report: Report = _stderr, backend: Backend | None =
     """Run ``options.model`` over the selected episodes of every k; see the module docstring.
 
     The backend is loaded only after the results files are locked and the folder's run record accepts
-    this run's settings: a large model is not loaded to be refused. A ``backend`` given (one loaded for
-    several runs, as ``study`` does) is used as it is and left open."""
+    this run's settings: a large model is not loaded to be refused. ``backend``: an already loaded one to
+    use instead of loading ``options.model`` (which then only names the run), e.g. a model built in
+    memory, or one loaded once for the conditions of a ``study``; the caller keeps it (it is not closed)."""
     _validate(options)
     metas = _meta_files(options)
     sidecar = load_sidecar(options.data) if options.control == "transcript" or options.probe else None
@@ -649,7 +649,7 @@ def run(options: RunOptions, report: Report = _stderr, backend: Backend | None =
 
     locks = [FileLock(folder / results_name(options.model_name, k)) for k in selected]
     acquired: list[FileLock] = []
-    loaded: Backend | None = None
+    given = backend
     try:
         for lock in locks:
             lock.acquire()
@@ -657,8 +657,7 @@ def run(options: RunOptions, report: Report = _stderr, backend: Backend | None =
             if lock.taken_over:
                 report(f"warning: took over the stale lock {lock.lock} of dead process {lock.taken_over.pid}")
         _update_run_record(folder, record, write=False)
-        if backend is None:
-            backend = loaded = load_backend(options.model, seed=options.seed, **options.backend_options)
+        backend = given or load_backend(options.model, seed=options.seed, **options.backend_options)
         _update_run_record(folder, _with_backend(record, backend))
         family = getattr(backend, "family", None) or system_family(parse_model_spec(options.model).name)
         maker = PromptMaker(
@@ -666,8 +665,8 @@ def run(options: RunOptions, report: Report = _stderr, backend: Backend | None =
         )
         return _run_all(maker, backend, selected, folder, report)
     finally:
-        if loaded is not None:
-            loaded.close()
+        if backend is not None and given is None:
+            backend.close()
         for lock in acquired:
             lock.release()
 

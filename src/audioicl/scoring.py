@@ -4,7 +4,9 @@ The default numbers reproduce the original evaluation script exactly, quirks inc
 ``"not normal"`` reads as normal, a null ``gt`` and an empty response are equal under the text rule).
 Our additions never change them: unparsed responses and error lines (``status: "error"``: episodes a run
 could not ask, e.g. for a missing clip) counted separately (both stay in the denominator, as wrong), Wilson
-intervals, and an opt-in strict mode that only accepts a response that is the bare answer.
+intervals, a cluster-bootstrap interval over query clips (where a query clip serves several episodes, as in
+the released data, the episodes are not independent and the Wilson interval is too narrow), and an opt-in
+strict mode that only accepts a response that is the bare answer.
 
 Everything here is a plain function over typed records so the report module can reuse it:
 ``find_result_files`` → ``iter_scored_lines`` / ``score_files`` → ``write_summary`` → ``read_summary``.
@@ -19,14 +21,17 @@ import math
 import multiprocessing
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from .errors import AudioICLError
-from .meta import id_in_broken_line
+from .meta import find_meta_files, id_in_broken_line, read_meta
 from .results import RESULTS_PATTERN
+from .seeding import rng_for
 
 INT_TASKS = frozenset(
     {"AudioCount", "AudioCountHard", "AudioOperator", "AudioOperatorHard", "AudioLength", "AudioLengthHard"}
@@ -36,6 +41,9 @@ REMAP_TASK = "AudioRemap"
 REMAP_LENGTH = 3
 SUMMARY_HEADER = ("model", "shots", "task", "accuracy", "n")
 DETAIL_HEADER = (*SUMMARY_HEADER, "correct", "unparsed", "errors", "ci_low", "ci_high", "scoring")
+DETAIL_HEADER += ("query_clips", "cluster_ci_low", "cluster_ci_high")
+BOOTSTRAP_DRAWS = 2000
+UNKNOWN_CLIPS = "unknown"
 
 _INT_RE = re.compile(r"[-+]?\d+")
 _WS_PUNCT_RE = re.compile(r"[\s\.\,\;\:\!\?\(\)\[\]\{\}\"\']+")
@@ -276,6 +284,27 @@ class ScoreOptions:
     strict: bool = False
     skip_bad_lines: bool = False
     workers: int | None = None  # processes for large inputs; None: one per CPU, 1: no worker processes
+    # (k, episode id) → the query clip, for lines without ``audio_paths`` (``query_clips_of`` a dataset)
+    query_clips: Mapping[tuple[int, str], str] | None = None
+
+
+def query_clips_of(root: Path) -> dict[tuple[int, str], str]:
+    """(k, episode id) → the audio path of the query clip, from a dataset's meta files."""
+    return {
+        (k, ep.id): ep.query.target.audio_path
+        for k, path in find_meta_files(root).items()
+        for ep in read_meta(path)
+    }
+
+
+def _query_clip(record: dict, shots: int, episode: object, options: ScoreOptions) -> str | None:
+    """The clip the line answered: the last of its ``audio_paths`` (ours), else the dataset's."""
+    paths = record.get("audio_paths")
+    if type(paths) is list and paths and type(paths[-1]) is str:
+        return paths[-1]
+    if options.query_clips is not None and isinstance(episode, str):
+        return options.query_clips.get((shots, episode))
+    return None
 
 
 @dataclass(slots=True)
@@ -294,6 +323,7 @@ class ScoredLine:
     verdict: Verdict
     malformed: bool = False
     error: bool = False
+    query_clip: str | None = None  # the query clip's audio path, when the line or the dataset tells
 
 
 def read_result_lines(path: Path) -> list[str]:
@@ -310,24 +340,22 @@ def read_result_lines(path: Path) -> list[str]:
     return text.split("\n")
 
 
-def _line_problem(text: str, response_key: str) -> tuple[dict | None, str]:
-    """What is wrong with a result line that failed the fast checks, and the object if there was one."""
+def _line_problem(text: str) -> str:
+    """What is wrong with a result line that is not one JSON object."""
     try:
         record, end = _DECODER.raw_decode(text)
     except json.JSONDecodeError as exc:
-        return None, f"not valid JSON ({exc.msg}: column {exc.colno})"
+        return f"not valid JSON ({exc.msg}: column {exc.colno})"
     except RecursionError:
-        return None, "JSON nested too deeply"
+        return "JSON nested too deeply"
     if end != len(text):
-        return None, f"not one JSON value: extra data at column {end + 1}"
-    if not isinstance(record, dict):
-        return None, f"not a JSON object but {type(record).__name__}"
-    return record, f"no {response_key!r} key"
+        return f"not one JSON value: extra data at column {end + 1}"
+    return f"not a JSON object but {type(record).__name__}"
 
 
 def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
-    """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed, error)``: the
-    aggregation's hot loop, which needs no record per line."""
+    """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed, error,
+    query_clip)``: the aggregation's hot loop, which needs no record per line."""
     keys = options.keys
     response_key, gt_key, task_key, id_key = keys.response, keys.gt, keys.task, keys.id
     rules = _STRICT_RULES if options.strict else _RULES
@@ -344,43 +372,43 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
             record, end = scan(text, 0)
         except (json.JSONDecodeError, StopIteration, RecursionError):
             record = end = None
-        if end != len(text) or type(record) is not dict or response_key not in record:
-            record, problem = _line_problem(text, response_key)
-            episode = id_in_broken_line(text, id_key) if record is None else record.get(id_key)
+        if end != len(text) or type(record) is not dict:
+            episode = id_in_broken_line(text, id_key)
             if not options.skip_bad_lines:
                 raise AudioICLError(
-                    f"malformed result line: {problem}",
+                    f"malformed result line: {_line_problem(text)}",
                     file=str(path),
                     line=number,
-                    id=None if episode is None else str(episode),
+                    id=episode,
                 )
-            task = "" if record is None else str(record.get(task_key, ""))
-            yield number, episode, task, None, None, _UNPARSED, True, False
+            yield number, episode, "", None, None, _UNPARSED, True, False, None
             continue
         task = record.get(task_key, "")
         if type(task) is not str:
             task = str(task)  # as the original: a null task is the task "None"
-        response = record[response_key]
+        response = record.get(response_key)  # missing: wrong, and in n (SPEC §5 rule 1)
         gt = record.get(gt_key)
+        episode = record.get(id_key)
         yield (
             number,
-            record.get(id_key),
+            episode,
             task,
             response,
             gt,
             rules.get(task, fallback).judge(response, gt),
             False,
             record.get("status") == "error",
+            _query_clip(record, result.shots, episode, options),
         )
 
 
 def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()) -> Iterator[ScoredLine]:
     """Score every non-blank line of one result file, in order.
 
-    A malformed line (not JSON, not an object, no response key; a half-written last line is one too)
-    raises ``AudioICLError`` naming file, line and id, unless ``options.skip_bad_lines``: then it is
-    yielded as a wrong, unparsed ``ScoredLine`` with ``malformed=True`` and stays in n (under its task
-    when the line is an object that names one, else under the empty task).
+    A line without a response key is a null response: wrong, unparsed, in n (the original's rule). A
+    malformed line (not JSON, not one object; a half-written last line is one too) raises
+    ``AudioICLError`` naming file, line and id, unless ``options.skip_bad_lines``: then it is yielded as a
+    wrong, unparsed ``ScoredLine`` with ``malformed=True`` and stays in n under the empty task.
     """
     model, shots, path = result.model, result.shots, result.path
     for judged in _judged_lines(result, options):
@@ -393,7 +421,9 @@ def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()
 @dataclass(frozen=True)
 class SummaryRow:
     """Accuracy of one model at one k on one task. ``correct``, ``unparsed`` and ``errors`` (error lines: episodes
-    the run could not ask) are None when unknown (a summary CSV read back holds only accuracy and n)."""
+    the run could not ask) are None when unknown (a summary CSV read back holds only accuracy and n).
+    ``query_clips``: distinct query clips among the n lines (None: some line's clip is unknown);
+    ``cluster_interval``: the 95% cluster-bootstrap interval over them."""
 
     model: str
     shots: int
@@ -403,6 +433,13 @@ class SummaryRow:
     correct: int | None = None
     unparsed: int | None = None
     errors: int | None = None
+    query_clips: int | None = None
+    cluster_interval: tuple[float, float] | None = None
+
+    @property
+    def recurring(self) -> bool:
+        """Some query clip serves more than one of the n lines (so they are not independent)."""
+        return self.query_clips is not None and self.query_clips < self.n
 
     def interval(self, z: float = 1.96) -> tuple[float, float]:
         """Wilson interval; from a read-back summary the count is ``round(accuracy * n)``, exact while
@@ -424,15 +461,18 @@ class Scoring:
 
 @dataclass
 class _FileCounts:
-    """One file's tallies: task → [correct, n, unparsed, errors], malformed lines, and its lines when kept."""
+    """One file's tallies: task → [correct, n, unparsed, errors], task → query clip → [correct, n] (a None
+    clip: lines whose clip is unknown), malformed lines, and its lines when kept."""
 
     per_task: dict[str, list[int]]
+    per_clip: dict[str, dict[str | None, list[int]]]
     malformed: int
     lines: list[ScoredLine] | None
 
 
 def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) -> _FileCounts:
     per_task: dict[str, list[int]] = {}
+    per_clip: dict[str, dict[str | None, list[int]]] = {}
     malformed = 0
     lines: list[ScoredLine] | None = [] if keep_examples else None
     for judged in _judged_lines(result, options):
@@ -440,14 +480,20 @@ def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) 
         count = per_task.get(task)
         if count is None:
             count = per_task[task] = [0, 0, 0, 0]
+            per_clip[task] = {}
         count[0] += verdict.correct
         count[1] += 1
         count[2] += not verdict.parsed
         count[3] += judged[7]
+        clip = per_clip[task].get(judged[8])
+        if clip is None:
+            clip = per_clip[task][judged[8]] = [0, 0]
+        clip[0] += verdict.correct
+        clip[1] += 1
         malformed += judged[6]
         if lines is not None:
             lines.append(ScoredLine(result.model, result.shots, result.path, *judged))
-    return _FileCounts(per_task, malformed, lines)
+    return _FileCounts(per_task, per_clip, malformed, lines)
 
 
 PARALLEL_MIN_BYTES = 8_000_000  # below this, starting worker processes costs more than it saves
@@ -472,6 +518,7 @@ def score_files(
     """Score result files and aggregate per (model, shots, task); same model and k in several files add up."""
     files = list(files)
     counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed, errors]
+    clips: dict[tuple[str, int, str], dict[str | None, list[int]]] = {}  # key → clip → [correct, n]
     examples: dict[tuple[str, int], list[ScoredLine]] = {}
     malformed = 0
     for result, tally in zip(files, _count_files(files, options, keep_examples), strict=True):
@@ -479,14 +526,44 @@ def score_files(
         if tally.lines:
             examples.setdefault((result.model, result.shots), []).extend(tally.lines)
         for task, tally_counts in tally.per_task.items():
-            total = counts.setdefault((result.model, result.shots, task), [0, 0, 0, 0])
+            key = (result.model, result.shots, task)
+            total = counts.setdefault(key, [0, 0, 0, 0])
             for i, value in enumerate(tally_counts):
                 total[i] += value
-    rows = [
-        SummaryRow(model, shots, task, correct / n, n, correct, unparsed, errors)
-        for (model, shots, task), (correct, n, unparsed, errors) in sorted(counts.items())
-    ]
+            merged = clips.setdefault(key, {})
+            for clip, (clip_correct, clip_n) in tally.per_clip[task].items():
+                tally_clip = merged.setdefault(clip, [0, 0])
+                tally_clip[0] += clip_correct
+                tally_clip[1] += clip_n
+    rows = []
+    for key, (correct, n, unparsed, errors) in sorted(counts.items()):
+        known = None not in clips[key]
+        rows.append(
+            SummaryRow(
+                *key,
+                correct / n,
+                n,
+                correct,
+                unparsed,
+                errors,
+                len(clips[key]) if known else None,
+                cluster_bootstrap(list(clips[key].values()), key) if known else None,
+            )
+        )
     return Scoring(rows, malformed, examples, tuple(files))
+
+
+def cluster_bootstrap(
+    clusters: list[list[int]], name: tuple[object, ...], draws: int = BOOTSTRAP_DRAWS
+) -> tuple[float, float]:
+    """95% percentile interval of the accuracy when whole clusters ([correct, n] per query clip) are drawn
+    with replacement: lines that share a query clip go together. Deterministic: seeded by ``name``."""
+    tallies = np.array(clusters, dtype=float)
+    rng = rng_for(0, "cluster-bootstrap", *name)
+    weights = rng.multinomial(len(tallies), np.full(len(tallies), 1 / len(tallies)), size=draws)
+    accuracy = (weights @ tallies[:, 0]) / (weights @ tallies[:, 1])
+    low, high = np.quantile(accuracy, [0.025, 0.975])
+    return float(low), float(high)
 
 
 def detail_path(summary: Path) -> Path:
@@ -531,8 +608,9 @@ def write_summary(path: Path, rows: Iterable[SummaryRow]) -> None:
 
 
 def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False) -> None:
-    """Summary plus correct, unparsed, error lines, 95% Wilson interval and the scoring mode
-    (``original``/``strict``)."""
+    """Summary plus correct, unparsed, error lines, 95% Wilson interval (independent episodes), the scoring
+    mode (``original``/``strict``), the number of distinct query clips and the 95% cluster-bootstrap interval
+    over them (``unknown`` and empty when the lines do not tell their query clips)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "strict" if strict else "original"
@@ -541,9 +619,13 @@ def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False
         writer.writerow(DETAIL_HEADER)
         for r in rows:
             low, high = r.interval()
+            clusters = (
+                ("", "") if r.cluster_interval is None else tuple(f"{v:.6f}" for v in r.cluster_interval)
+            )
             writer.writerow(
                 (r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n, r.correct, r.unparsed, r.errors)
                 + (f"{low:.6f}", f"{high:.6f}", mode)
+                + (UNKNOWN_CLIPS if r.query_clips is None else r.query_clips, *clusters)
             )
 
 

@@ -31,14 +31,16 @@ def test_demo_builds_runs_scores_and_reports(tmp_path: Path):
 
     with (out / "scores" / "summary.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert {row["model"] for row in rows} == {"random", "majority", "icl", "oracle"}
+    assert {row["model"] for row in rows} == {"random", "majority", "text-only", "icl", "oracle"}
     assert {row["shots"] for row in rows} == {"1", "3"}
-    assert len(rows) == 4 * 2 * 9 and all(row["n"] == "2" for row in rows)
+    assert len(rows) == 5 * 2 * 9 and all(row["n"] == "2" for row in rows)
     oracle = [float(row["accuracy"]) for row in rows if row["model"] == "oracle"]
     assert sum(oracle) / len(oracle) > 0.8  # perception answers nearly everything on a clean build
 
     html = (out / "report" / "report.html").read_text(encoding="utf-8")
     assert html.count("<audio") > 0 and "AudioRemap" in html
+    assert "text-only (floor)" in html and "Text-only floor:" in html
+    assert "text-only floor" in (out / "report" / "report.md").read_text(encoding="utf-8")
 
     # A second run resumes: nothing is built or answered twice, and the numbers are the same.
     again = subprocess.run(args, capture_output=True, text=True, timeout=600)

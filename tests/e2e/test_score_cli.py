@@ -66,12 +66,63 @@ def test_score_reference_labels_against_themselves(runs: Path, tmp_path: Path):
     ]
     assert out.read_bytes().count(b"\r\n") == 19
     detail = read_rows(tmp_path / "out" / "summary_detail.csv")
-    assert detail[0][-6:] == ["correct", "unparsed", "errors", "ci_low", "ci_high", "scoring"]
+    assert detail[0][5:] == ["correct", "unparsed", "errors", "ci_low", "ci_high", "scoring"] + [
+        "query_clips",
+        "cluster_ci_low",
+        "cluster_ci_high",
+    ]
     assert detail[10][:7] == ["mute", "1", "AnomalyDetect", "0.000000", "300", "0", "300"]
+    assert {tuple(row[11:]) for row in detail[1:]} == {("unknown", "", "")}
+    assert "without known query clips" in done.stdout
     assert "echo" in done.stdout and "300/300" in done.stdout and "0/300" in done.stdout
     echo = read_rows(per_example / "echo_k1.csv")
     assert echo[0] == ["id", "task", "correct"] and len(echo) == 2701
     assert {row[2] for row in echo[1:]} == {"1"}
+
+
+def test_cluster_interval_over_the_reference_query_clips(tmp_path: Path):
+    """The original's result lines hold no paths; --data tells each line's query clip. Where query clips
+    recur (AudioLength: 205 clips for 300 episodes), the cluster bootstrap widens the interval."""
+    if not (REFERENCE / "meta_k1.jsonl").is_file():
+        pytest.skip(f"reference meta files absent from {REFERENCE}")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    # right on every other query clip: episodes that share a clip are all right or all wrong together
+    clips = {}
+    with (REFERENCE / "meta_k1.jsonl").open(encoding="utf-8") as source:
+        episodes = [json.loads(text) for text in source]
+    for ep in episodes:
+        target = (ep["query"].get("clips") or [ep["query"]])[-1]["audio_path"]
+        clips.setdefault(target, len(clips))
+    with (runs / "half_results_k1.jsonl").open("w", encoding="utf-8") as sink:
+        for ep in episodes:
+            target = (ep["query"].get("clips") or [ep["query"]])[-1]["audio_path"]
+            gt = ep["query"]["label"]
+            response = gt if clips[target] % 2 == 0 else "no idea"
+            sink.write(
+                json.dumps({"id": ep["id"], "task": ep["task"], "response": response, "gt": gt}) + "\n"
+            )
+    out = tmp_path / "summary.csv"
+    done = audioicl_score("--in", runs, "--out", out, "--data", REFERENCE)
+    assert done.returncode == 0, done.stderr
+    assert "serve several episodes" in done.stdout
+    detail = {row[2]: row for row in read_rows(tmp_path / "summary_detail.csv")[1:]}
+    assert read_rows(out)[1:] == [row[:5] for row in read_rows(tmp_path / "summary_detail.csv")[1:]]
+    header = read_rows(tmp_path / "summary_detail.csv")[0]
+    clips, low, high = (header.index(name) for name in ("query_clips", "cluster_ci_low", "cluster_ci_high"))
+    wilson_low, wilson_high = header.index("ci_low"), header.index("ci_high")
+    length = detail["AudioLength"]
+    assert length[clips] == "205"
+    wilson = float(length[wilson_high]) - float(length[wilson_low])
+    assert float(length[high]) - float(length[low]) > 1.2 * wilson
+    assert float(length[low]) < float(length[3]) < float(length[high])
+    morse = detail["MorseCode"]  # 300 distinct words: clusters of one, about as wide as Wilson
+    assert morse[clips] == "300"
+    morse_wilson = float(morse[wilson_high]) - float(morse[wilson_low])
+    assert abs((float(morse[high]) - float(morse[low])) - morse_wilson) < 0.03
+    again = audioicl_score("--in", runs, "--out", tmp_path / "again.csv", "--data", REFERENCE)
+    assert again.returncode == 0
+    assert (tmp_path / "again_detail.csv").read_bytes() == (tmp_path / "summary_detail.csv").read_bytes()
 
 
 def test_score_all_shots_strict_and_detail_path(runs: Path, tmp_path: Path):
@@ -83,7 +134,7 @@ def test_score_all_shots_strict_and_detail_path(runs: Path, tmp_path: Path):
     rows = read_rows(out)
     # at k = 2 the label sits in a sentence: strict counts none of it
     assert {(r[1], r[3]) for r in rows[1:]} == {("1", "1.000000"), ("2", "0.000000")}
-    assert {r[-1] for r in read_rows(detail)[1:]} == {"strict"}
+    assert {r[10] for r in read_rows(detail)[1:]} == {"strict"}
     default = audioicl_score("--in", runs, "--out", out, "--only-model", "echo", "--only-shots", "2")
     assert default.returncode == 0, default.stderr
     # the original's rules read a number or a label out of a sentence, but not three letters or a word

@@ -68,7 +68,7 @@ def test_zero_shot_controls_and_probes_side_by_side(built, tmp_path):
     for line in lines(out / "icl+transcript_results_k1.jsonl"):
         assert "(transcript: " in line["prompt"] and "<audio>" not in line["prompt"]
     noisy = lines(out / "icl+noise-query_results_k1.jsonl")
-    assert {x["audio_paths"][-1] for x in noisy} == {"control:noise"}
+    assert [x["audio_paths"][-1] for x in noisy] == [f"control:noise/{x['id']}" for x in noisy]
 
     scores = tmp_path / "scores" / "summary.csv"
     audioicl("score", "--in", out, "--out", scores)

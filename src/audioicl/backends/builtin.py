@@ -1,7 +1,7 @@
 """The ``builtin`` backend: serves the built-in solvers (``solvers.SOLVERS``) as a backend, no model.
 
-``builtin:random`` and ``builtin:majority`` (``floors``), ``builtin:oracle`` and ``builtin:icl``
-(``perceiving``). Options (``--backend-option``): ``max_clip_seconds`` (float) makes the backend refuse
+``builtin:random`` and ``builtin:majority`` (``floors``), ``builtin:text-only`` (``textonly``),
+``builtin:oracle`` and ``builtin:icl`` (``perceiving``). Options (``--backend-option``): ``max_clip_seconds`` (float) makes the backend refuse
 longer clips, as a real model's encoder would.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import AudioICLError
-from . import floors, perceiving  # noqa: F401  (register their solvers)
+from . import floors, perceiving, textonly  # noqa: F401  (register their solvers)
 from .base import Backend, GenerationConfig, Request, Response, register_backend
 from .solvers import SOLVERS, Solver
 

@@ -28,7 +28,9 @@ def _add(sub):
     )
     p.add_argument("--k", default="1-5", help="shot counts (default 1-5)")
     p.add_argument(
-        "--solvers", default=",".join(DEMO_SOLVERS), help="built-in solvers to run (default: all four)"
+        "--solvers",
+        default=",".join(DEMO_SOLVERS),
+        help=f"built-in solvers to run (default: {','.join(DEMO_SOLVERS)})",
     )
     p.add_argument("--seed", type=int, default=0, help="build and solver seed (default 0)")
     p.add_argument(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..cli import command
 from ..errors import AudioICLError
-from ..report import DEFAULT_AUDIO_BUDGET, ReportOptions, write_report
+from ..report import DEFAULT_AUDIO_BUDGET, FLOOR_MODEL, ReportOptions, write_report
 
 
 def _add(sub):
@@ -35,6 +35,13 @@ def _add(sub):
         help="most audio to embed in report.html, in MB of 16 kHz 16-bit WAV, shared equally by the tasks "
         f"(default {DEFAULT_AUDIO_BUDGET / 1e6:g})",
     )
+    p.add_argument(
+        "--floor",
+        default=FLOOR_MODEL,
+        metavar="MODEL",
+        help=f"the model drawn as the text-only floor, not as a model (default {FLOOR_MODEL}, the results of "
+        "builtin:text-only)",
+    )
     return p
 
 
@@ -52,6 +59,7 @@ def run(args) -> int:
             data=args.data,
             examples=args.examples,
             audio_budget=int(args.audio_budget_mb * 1e6),
+            floor=args.floor,
         )
     )
     print(f"wrote {files.html} ({files.audio_bytes / 1e6:.1f} MB of audio embedded)")

@@ -11,6 +11,7 @@ from ..scoring import (
     ScoreOptions,
     detail_path,
     format_table,
+    query_clips_of,
     score_folder,
     write_per_example,
 )
@@ -23,9 +24,10 @@ def _add(sub):
         description=(
             "Find <model>_results_k<k>.jsonl (or <model>_results_meta_k<k>.jsonl) files anywhere under --in, "
             "score every line by the original AudioICL-Bench rules and write the summary CSV "
-            "(model,shots,task,accuracy,n), a detail CSV (correct, unparsed, error lines, 95% Wilson interval) "
-            "and a table. Error lines are episodes a run could not ask (a clip missing or unreadable); they "
-            "count in n as wrong, as a null response does."
+            "(model,shots,task,accuracy,n), a detail CSV (correct, unparsed, error lines, 95% Wilson interval, "
+            "and a cluster-bootstrap interval over query clips, which accounts for query clips that serve "
+            "several episodes) and a table. Error lines are episodes a run could not ask (a clip missing or "
+            "unreadable); they count in n as wrong, as a null response does."
         ),
     )
     p.add_argument(
@@ -60,6 +62,13 @@ def _add(sub):
     p.add_argument("--task-key", metavar="KEY", default="task", help="key of the task name (default: task)")
     p.add_argument("--id-key", metavar="KEY", default="id", help="key of the episode id (default: id)")
     p.add_argument(
+        "--data",
+        metavar="ROOT",
+        type=Path,
+        help="dataset the results came from: tells each line's query clip when the line does not list its "
+        "audio_paths (the original's result files), for the cluster-bootstrap interval",
+    )
+    p.add_argument(
         "--skip-bad-lines",
         action="store_true",
         help="count a malformed line as wrong (it stays in n) instead of stopping with an error",
@@ -87,6 +96,7 @@ def run(args) -> int:
         strict=args.strict,
         skip_bad_lines=args.skip_bad_lines,
         workers=args.workers,
+        query_clips=query_clips_of(args.data) if args.data else None,
     )
     detail = args.detail or detail_path(args.out)
     scoring = score_folder(
@@ -102,6 +112,18 @@ def run(args) -> int:
         print("STRICT scoring: only bare answers count; these are NOT the original protocol's numbers.")
     print(format_table(scoring.rows))
     print(f"\nscored {len(scoring.files)} file(s): summary {args.out}, detail {detail}")
+    recurring = [r for r in scoring.rows if r.recurring]
+    unknown = [r for r in scoring.rows if r.query_clips is None]
+    if recurring:
+        print(
+            f"{len(recurring)} row(s) have query clips that serve several episodes: their "
+            "cluster_ci_low/high in the detail CSV account for it, the Wilson interval does not"
+        )
+    if unknown:
+        print(
+            f"{len(unknown)} row(s) without known query clips (lines without audio_paths): the detail CSV's "
+            "interval assumes independent episodes; pass --data ROOT to account for recurring query clips"
+        )
     if args.per_example_dir is not None:
         written = write_per_example(args.per_example_dir, scoring, keep_text=args.keep_text)
         print(f"per-example: {len(written)} file(s) in {args.per_example_dir}")

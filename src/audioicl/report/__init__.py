@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import write_atomic
-from .accuracy import AccuracyGrid, chance_level, load_grid
+from .accuracy import FLOOR_MODEL, AccuracyGrid, chance_level, load_grid
 from .examples import Example, read_scored, select_examples
 from .html import ExampleView, Page, TaskSection, render_page
 from .media import AudioBudget, embed_clips
-from .tables import accuracy_table, describe_chance, html_table, markdown_table
+from .tables import FLOOR_NOTE, accuracy_table, describe_chance, describe_floor, html_table, markdown_table
+
+__all__ = ["DEFAULT_AUDIO_BUDGET", "FLOOR_MODEL", "ReportFiles", "ReportOptions", "write_report"]
 
 DEFAULT_AUDIO_BUDGET = 24_000_000  # bytes of 16 kHz PCM16 WAV embedded in the page, over all tasks
 
@@ -29,6 +31,7 @@ class ReportOptions:
     data: Path | None = None
     examples: int = 3
     audio_budget: int = DEFAULT_AUDIO_BUDGET
+    floor: str = FLOOR_MODEL  # the model drawn as the text-only floor
 
 
 @dataclass(frozen=True)
@@ -46,15 +49,18 @@ def plot_name(task: str) -> str:
 
 def markdown_report(grid: AccuracyGrid, scores: Path, plots: dict[str, Path], overview: Path) -> str:
     chance_notes = "\n".join(
-        f"- {task or '(no task)'}: {describe_chance(chance_level(task))}" for task in grid.tasks
+        f"- {task or '(no task)'}: {describe_chance(chance_level(task))}"
+        + (f"; text-only floor {floor}" if (floor := describe_floor(grid, task)) else "")
+        for task in grid.tasks
     )
+    floor_note = f"{FLOOR_NOTE}\n\n" if grid.floor else ""
     plot_links = "\n\n".join(f"![{task or '(no task)'}]({path.name})" for task, path in plots.items())
     return (
         "# AudioICL-Bench report\n\n"
         f"Scores: `{scores}`. Accuracy with its 95% Wilson interval; rows are tasks, columns model × shots (k); "
         "the last row is the unweighted mean of the task accuracies.\n\n"
         f"{markdown_table(accuracy_table(grid))}\n"
-        f"## Chance levels\n\n{chance_notes}\n\n"
+        f"## Chance levels and the text-only floor\n\n{floor_note}{chance_notes}\n\n"
         f"## Plots\n\n![overview]({overview.name})\n\n{plot_links}\n"
     )
 
@@ -75,7 +81,7 @@ def write_report(options: ReportOptions) -> ReportFiles:
     # matplotlib costs ~0.5 s of import: only a run that writes a report pays it
     from .plots import overview_figure, task_figure
 
-    grid = load_grid(options.scores)
+    grid = load_grid(options.scores, options.floor)
     options.out.mkdir(parents=True, exist_ok=True)
 
     plots: dict[str, Path] = {}
@@ -99,7 +105,11 @@ def write_report(options: ReportOptions) -> ReportFiles:
     budgets = {task: AudioBudget(share) for task in grid.tasks}
     sections = tuple(
         TaskSection(
-            task, pngs[task], chance_level(task), embed_examples(examples.get(task, []), budgets[task])
+            task,
+            pngs[task],
+            chance_level(task),
+            embed_examples(examples.get(task, []), budgets[task]),
+            describe_floor(grid, task),
         )
         for task in grid.tasks
     )
@@ -112,7 +122,13 @@ def write_report(options: ReportOptions) -> ReportFiles:
             f"Clips are re-encoded to 16 kHz 16-bit WAV; each task embeds at most {share / 1e6:.1f} MB of audio."
         )
     page = Page(
-        str(options.scores), grid.models, overview_png, html_table(accuracy_table(grid)), sections, note
+        str(options.scores),
+        grid.models,
+        overview_png,
+        html_table(accuracy_table(grid)),
+        sections,
+        note,
+        FLOOR_NOTE if grid.floor else "",
     )
     html_path = options.out / "report.html"
     write_atomic(html_path, render_page(page, with_examples))

@@ -1,4 +1,6 @@
-"""The numbers a report shows: accuracy per (model, shots, task) with Wilson intervals, and chance levels."""
+"""The numbers a report shows: accuracy per (model, shots, task) with Wilson intervals, chance levels, and the
+text-only floor (the results of ``builtin:text-only``, model ``text-only``: what the prompt's text alone
+scores), which the report draws apart from the models."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from ..errors import AudioICLError
 from ..scoring import SummaryRow, detail_path, read_summary
 from ..tasks import TASKS, task_names
 from ..tasks.remap import PATTERNS
+
+FLOOR_MODEL = "text-only"  # builtin:text-only's model name in result files and summaries
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,12 @@ class AccuracyGrid:
     shots: tuple[int, ...]
     tasks: tuple[str, ...]
     cells: Mapping[tuple[str, int, str], Cell]
+    floor: str | None = None  # the model whose results are the text-only floor, when the summary has it
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """The models drawn as models: all but the floor."""
+        return tuple(model for model in self.models if model != self.floor)
 
     def cell(self, model: str, shots: int, task: str) -> Cell | None:
         return self.cells.get((model, shots, task))
@@ -73,18 +83,19 @@ def _read(path: Path) -> list[SummaryRow]:
         raise
 
 
-def load_grid(path: Path) -> AccuracyGrid:
+def load_grid(path: Path, floor: str = FLOOR_MODEL) -> AccuracyGrid:
     """The summary CSV as a grid; errors name the file and line (a bad header is line 1). Error-line counts
-    come from the CSV when it is a detail CSV, else from the detail CSV beside it (``<stem>_detail.csv``)."""
+    come from the CSV when it is a detail CSV, else from the detail CSV beside it (``<stem>_detail.csv``).
+    ``floor``: the model drawn as the text-only floor, if present."""
     rows = _read(path)
     beside = detail_path(path)
     if any(row.errors is None for row in rows) and beside.is_file():
         errors = {(r.model, r.shots, r.task): r.errors for r in _read(beside)}
         rows = [replace(row, errors=errors.get((row.model, row.shots, row.task))) for row in rows]
-    return grid_from_rows(rows, str(path))
+    return grid_from_rows(rows, str(path), floor)
 
 
-def grid_from_rows(rows: list[SummaryRow], source: str) -> AccuracyGrid:
+def grid_from_rows(rows: list[SummaryRow], source: str, floor: str = FLOOR_MODEL) -> AccuracyGrid:
     if not rows:
         raise AudioICLError("summary has a header but no rows", file=source, line=2)
     cells: dict[tuple[str, int, str], Cell] = {}
@@ -104,11 +115,13 @@ def grid_from_rows(rows: list[SummaryRow], source: str) -> AccuracyGrid:
             )
         low, high = row.interval()
         cells[key] = Cell(row.accuracy, row.n, low, high, row.errors)
+    models = tuple(sorted({row.model for row in rows}))
     return AccuracyGrid(
-        models=tuple(sorted({row.model for row in rows})),
+        models=models,
         shots=tuple(sorted({row.shots for row in rows})),
         tasks=order_tasks({row.task for row in rows}),
         cells=cells,
+        floor=floor if floor in models else None,
     )
 
 

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import PercentFormatter
 
-from .accuracy import AccuracyGrid, Chance, chance_level, mean_chance
+from .accuracy import FLOOR_MODEL, AccuracyGrid, Chance, chance_level, mean_chance
 from .tables import format_chance
 
 PANEL_COLUMNS = 4
@@ -31,13 +31,17 @@ def dodge(index: int, count: int, step: float = 0.06) -> float:
     return (index - (count - 1) / 2) * step
 
 
+FLOOR_STYLE = {"color": "0.2", "linestyle": ":", "marker": "x", "linewidth": 1.5}
+FLOOR_LABEL = "text-only floor"
+
+
 def _draw_task(ax: Axes, grid: AccuracyGrid, task: str, colors: dict[str, str]) -> None:
-    """One line per model with 95% Wilson error bars and a faint band between them."""
-    for index, model in enumerate(grid.models):
+    """One line per model with 95% Wilson error bars and a faint band between them; the floor apart."""
+    for index, model in enumerate(grid.lines):
         points = [(k, c) for k in grid.shots if (c := grid.cell(model, k, task)) is not None]
         if not points:
             continue
-        xs = [k + dodge(index, len(grid.models)) for k, _ in points]
+        xs = [k + dodge(index, len(grid.lines)) for k, _ in points]
         ys = [c.accuracy for _, c in points]
         lows = [c.low for _, c in points]
         highs = [c.high for _, c in points]
@@ -47,14 +51,22 @@ def _draw_task(ax: Axes, grid: AccuracyGrid, task: str, colors: dict[str, str]) 
         ]
         ax.errorbar(xs, ys, yerr=errors, color=colors[model], marker="o", capsize=3, label=model)
         ax.fill_between(xs, lows, highs, color=colors[model], alpha=0.12, linewidth=0)
+    if grid.floor is not None:
+        points = [(k, c.accuracy) for k in grid.shots if (c := grid.cell(grid.floor, k, task)) is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), **FLOOR_STYLE, label=FLOOR_LABEL)
 
 
 def _draw_mean(ax: Axes, grid: AccuracyGrid, colors: dict[str, str]) -> None:
-    for index, model in enumerate(grid.models):
-        offset = dodge(index, len(grid.models))
+    for index, model in enumerate(grid.lines):
+        offset = dodge(index, len(grid.lines))
         points = [(k + offset, m.accuracy) for k in grid.shots if (m := grid.mean(model, k)) is not None]
         if points:
             ax.plot(*zip(*points, strict=True), color=colors[model], marker="o", label=model)
+    if grid.floor is not None:
+        points = [(k, m.accuracy) for k in grid.shots if (m := grid.mean(grid.floor, k)) is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), **FLOOR_STYLE, label=FLOOR_LABEL)
 
 
 def _draw_chance(ax: Axes, chance: Chance) -> None:
@@ -90,7 +102,8 @@ def task_figure(grid: AccuracyGrid, task: str) -> bytes:
     ax.set_xlabel("shots (k)")
     ax.set_ylabel("accuracy (95% Wilson interval)")
     ax.legend(loc="best", fontsize="small")
-    fig.supxlabel(f"dashed: chance level ({chance.note})", fontsize="x-small", color="0.35")
+    floor = "; dotted: text-only floor (the prompt without its audio)" if grid.floor else ""
+    fig.supxlabel(f"dashed: chance level ({chance.note}){floor}", fontsize="x-small", color="0.35")
     return _png(fig)
 
 
@@ -115,12 +128,16 @@ def overview_figure(grid: AccuracyGrid) -> bytes:
     for index, ax in enumerate(axes[: len(panels)]):
         if index + columns >= len(panels):  # nothing below it
             ax.set_xlabel("shots (k)")
-    handles = [Line2D([], [], color=colors[model], marker="o") for model in grid.models]
+    handles = [Line2D([], [], color=colors[model], marker="o") for model in grid.lines]
+    names = list(grid.lines)
+    if grid.floor is not None:
+        handles.append(Line2D([], [], **FLOOR_STYLE))
+        names.append(FLOOR_LABEL if grid.floor == FLOOR_MODEL else f"{FLOOR_LABEL} ({grid.floor})")
     fig.legend(
         handles,
-        list(grid.models),
+        names,
         loc="outside lower center",
         ncols=min(len(handles), 4),
-        title="models (bars: 95% Wilson interval; dashed: chance level)",
+        title="models (bars: 95% Wilson interval; dashed: chance level; dotted: text-only floor)",
     )
     return _png(fig)

@@ -27,6 +27,10 @@ class TableRow:
 class Table:
     columns: tuple[tuple[str, int], ...]  # (model, k)
     rows: tuple[TableRow, ...]
+    floor: str | None = None  # the model whose columns are the text-only floor
+
+    def header(self, model: str) -> str:
+        return f"{model} (floor)" if model == self.floor else model
 
 
 def percent(value: float) -> str:
@@ -44,6 +48,22 @@ def format_chance(chance: Chance) -> str:
 def describe_chance(chance: Chance) -> str:
     """``12.5% (uniform guess over the 8 labels)``."""
     return f"{format_chance(chance)} ({chance.note})"
+
+
+def describe_floor(grid: AccuracyGrid, task: str) -> str | None:
+    """``14.3% (k=1), 33.3% (k=5)``: the text-only floor of a task per k, if the summary has it."""
+    if grid.floor is None:
+        return None
+    cells = [(k, c) for k in grid.shots if (c := grid.cell(grid.floor, k, task)) is not None]
+    return ", ".join(f"{percent(c.accuracy)} (k={k})" for k, c in cells) or None
+
+
+FLOOR_NOTE = (
+    "The text-only floor is what builtin:text-only scores: it sees everything a model sees except the audio "
+    "(task, k, demo labels and their order, the references' letters) and answers with the best rule those "
+    "allow (AudioCount: a count no demo has; operators: the operator the demo values point to; otherwise "
+    "the label prior the demos show). Accuracy at or below it shows nothing learned from listening."
+)
 
 
 def format_cell(cell: Cell | None) -> TableCell:
@@ -88,7 +108,7 @@ def accuracy_table(grid: AccuracyGrid) -> Table:
             tuple(format_mean(grid.mean(model, k)) for model, k in columns),
         )
     )
-    return Table(columns, tuple(rows))
+    return Table(columns, tuple(rows), grid.floor)
 
 
 def _markdown_text(text: str) -> str:
@@ -96,7 +116,9 @@ def _markdown_text(text: str) -> str:
 
 
 def markdown_table(table: Table) -> str:
-    header = ["task", "chance"] + [f"{_markdown_text(model)} k={k}" for model, k in table.columns]
+    header = ["task", "chance"] + [
+        f"{_markdown_text(table.header(model))} k={k}" for model, k in table.columns
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for row in table.rows:
         cells = [_markdown_text(row.label), row.chance] + [cell.text for cell in row.cells]
@@ -112,7 +134,9 @@ def html_table(table: Table) -> str:
             models[-1] = (model, models[-1][1] + 1)
         else:
             models.append((model, 1))
-    head_models = "".join(f'<th colspan="{span}">{escape(model)}</th>' for model, span in models)
+    head_models = "".join(
+        f'<th colspan="{span}">{escape(table.header(model))}</th>' for model, span in models
+    )
     head_shots = "".join(f"<th>k={k}</th>" for _, k in table.columns)
     body = []
     for row in table.rows:
