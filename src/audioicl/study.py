@@ -13,7 +13,8 @@ then the folder is scored and the study report written (``report.study``). The c
 | ``transcript`` | ``<m>+transcript`` | 1..K | text ICL with perfect perception |
 | ``probe`` | ``<m>+probe`` | 0 | perception: the perceptual question asked directly |
 
-The backend is loaded once for the whole grid.
+The backend is loaded once for the whole grid. Beside the model, ``builtin:text-only`` (model ``text-only``)
+runs at the plain run's k: the honest floor, what the prompt's text alone scores (``floor=False`` skips it).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from .meta import find_meta_files
 from .prompts import Style
 from .runner import CONDITION_MARK, RunOptions, RunSummary, run
 from .scoring import Scoring, score_folder
+
+FLOOR_SPEC = "builtin:text-only"
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class StudyOptions:
     batch_size: int = 8
     max_new_tokens: int = 16
     backend_options: Mapping[str, str] = field(default_factory=dict)
+    floor: bool = True  # also run builtin:text-only, the floor from the prompt's text alone
 
     @property
     def results(self) -> Path:
@@ -152,6 +156,14 @@ def run_study(options: StudyOptions, say: Callable[[str], None] = print) -> Stud
                 say(f"  {k_summary.line()}")
     finally:
         backend.close()
+    plain = next((ks for c, ks in plans if c.name == "plain"), None)
+    if options.floor and plain and options.model != FLOOR_SPEC:
+        say(f"[floor] {FLOOR_SPEC}: k = {', '.join(map(str, plain))}")
+        floor = RunOptions(
+            options.data, FLOOR_SPEC, options.results, plain, options.tasks, limit=options.limit
+        )
+        for k_summary in run(floor, say).ks:
+            say(f"  {k_summary.line()}")
     summary = options.out / "scores" / "summary.csv"
     scoring = score_folder(options.results, summary)
     base = options.name or RunOptions(options.data, options.model, options.results).model_name

@@ -49,25 +49,20 @@ def test_zero_shot_controls_and_probes_side_by_side(built, tmp_path):
     proc = audioicl("run", "--data", built, "--model", "builtin:icl", "--out", out, "--k", "0-2")
     assert f"k=0: {2 * TASKS} written (0 errors)" in proc.stdout
     for control in CONTROLS:
-        proc = audioicl("run", "--data", built, "--model", "builtin:icl", "--out", out, "--control", control)
-        for k in (1, 2):
-            assert f"k={k}: {2 * TASKS} written (0 errors), 0 skipped" in proc.stdout
-            assert f"icl+{control}_results_k{k}.jsonl" in proc.stdout
+        run = ("run", "--data", built, "--model", "builtin:icl", "--out", out, "--control", control, "--k", 2)
+        proc = audioicl(*run)
+        assert f"k=2: {2 * TASKS} written (0 errors), 0 skipped" in proc.stdout
+        assert f"icl+{control}_results_k2.jsonl" in proc.stdout
     proc = audioicl("run", "--data", built, "--model", "builtin:icl", "--out", out, "--probe")
     assert f"k=0: {2 * TASKS} written (0 errors)" in proc.stdout
-    again = audioicl(
-        "run", "--data", built, "--model", "builtin:icl", "--out", out, "--control", "transcript"
-    )
+    again = audioicl(*run)
     assert f"k=2: 0 written (0 errors), {2 * TASKS} skipped" in again.stdout  # resumes like every run
 
-    for line in lines(out / "icl+no-audio_results_k2.jsonl"):
-        assert (
-            "<audio>" not in line["prompt"]
-            and line["audio_sha256"] == lines(out / "icl+no-audio_results_k1.jsonl")[0]["audio_sha256"]
-        )
-    for line in lines(out / "icl+transcript_results_k1.jsonl"):
+    bare = lines(out / "icl+no-audio_results_k2.jsonl")
+    assert all("<audio>" not in x["prompt"] for x in bare) and len({x["audio_sha256"] for x in bare}) == 1
+    for line in lines(out / "icl+transcript_results_k2.jsonl"):
         assert "(transcript: " in line["prompt"] and "<audio>" not in line["prompt"]
-    noisy = lines(out / "icl+noise-query_results_k1.jsonl")
+    noisy = lines(out / "icl+noise-query_results_k2.jsonl")
     assert [x["audio_paths"][-1] for x in noisy] == [f"control:noise/{x['id']}" for x in noisy]
 
     scores = tmp_path / "scores" / "summary.csv"
@@ -91,7 +86,7 @@ def test_zero_shot_controls_and_probes_side_by_side(built, tmp_path):
     compared = audioicl(
         "compare", out, out, "--model-a", "icl", "--model-b", "icl+random-labels", "--out", tmp_path / "c.md"
     )
-    assert "| B vs A k=1 | AudioCount |" in compared.stdout and "mean over tasks" in compared.stdout
+    assert "| B vs A k=2 | AudioCount |" in compared.stdout and "mean over tasks" in compared.stdout
     assert "Holm-Bonferroni" in (tmp_path / "c.md").read_text()
     bad = audioicl("compare", out, out, rc=2)
     assert "pick one with --model-a" in bad.stderr
@@ -111,6 +106,7 @@ def test_study_in_one_command_then_resumed(built, tmp_path):
     out = tmp_path / "study"
     proc = audioicl("study", "--data", built, "--model", "builtin:icl", "--out", out)
     assert "[9/9] probe: k = 0" in proc.stdout and "study.html" in proc.stdout
+    assert "[floor] builtin:text-only: k = 0, 1, 2" in proc.stdout
     text = (out / "study.md").read_text()
     assert "## Claims the numbers support" in text and "The model listens to the query" in text
     assert "| AudioCount |" in text and "perception (probe)" in text and "text ICL (transcript)" in text
@@ -125,6 +121,7 @@ def test_study_in_one_command_then_resumed(built, tmp_path):
         "probe vs plain k=2",
     } <= labels
     assert {"general vs plain k=2", "none vs plain k=2", "random-labels vs plain k=2"} <= labels
+    assert "plain vs text-only k=2" in labels and "The model beats the text-only floor" in text
     html = (out / "study.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and "data:image/png;base64," in html
     again = audioicl(
@@ -182,8 +179,8 @@ def test_study_of_a_tiny_model_runs_every_condition(built, tiny_checkpoints, tmp
         f"{name}+probe",
         *(f"{name}+{c}" for c in CONTROLS),
     }
-    assert {m for m, _, _ in found} == expected
-    for path in (out / "results").glob("*_results_k*.jsonl"):
+    assert {m for m, _, _ in found} == {*expected, "text-only"}
+    for path in (out / "results").glob(f"{name}*_results_k*.jsonl"):
         for line in lines(path):
             assert line["status"] == "ok" and isinstance(line["response"], str), (
                 path.name,

@@ -47,6 +47,12 @@ def _add(sub):
         metavar="KEY=VALUE",
         help="option for the backend (repeatable)",
     )
+    p.add_argument(
+        "--no-floor",
+        dest="floor",
+        action="store_false",
+        help="do not also run builtin:text-only (the floor from the prompt's text alone) at the plain run's k",
+    )
     return p
 
 
@@ -66,6 +72,7 @@ def study_command(args) -> int:
             batch_size=args.batch_size,
             max_new_tokens=args.max_new_tokens,
             backend_options=dict(args.backend_options or []),
+            floor=args.floor,
         )
     )
     print(f"wrote {outputs.study_report} and {outputs.html_report}")

@@ -41,7 +41,7 @@ from ..paired import (
     percent,
 )
 from ..study import Condition
-from .accuracy import AccuracyGrid, chance_level, load_grid
+from .accuracy import FLOOR_MODEL, AccuracyGrid, chance_level, load_grid
 from .html import CSS
 from .media import png_data_uri
 from .tables import accuracy_table, html_table
@@ -81,9 +81,12 @@ class _Study:
         self.labels = {c.name: c.label(options.model) for c in options.conditions}
         plain = self.labels.get("plain", options.model)
         self.plain_ks = sorted(k for model, k in outcomes if model == plain)
+        if any(model == FLOOR_MODEL for model, _ in outcomes) and plain != FLOOR_MODEL:
+            self.labels["text-only"] = FLOOR_MODEL
         self.top = max((k for k in self.plain_ks if k > 0), default=None)
 
     def cell(self, name: str, k: int) -> Outcomes | None:
+        """The outcomes of a condition (or ``text-only``, the floor) at k."""
         label = self.labels.get(name)
         return None if label is None else self.outcomes.get((label, k))
 
@@ -102,6 +105,9 @@ class _Study:
         for k in self.plain_ks:
             if k > 1 and (a := plain(0)) and (b := plain(k)):
                 rows += compare(a, b, f"plain k={k} vs k=0")
+        floor_k = self.top_of("text-only")
+        if floor_k is not None and (floor := self.cell("text-only", floor_k)) and (base := plain(floor_k)):
+            rows += compare(floor, base, f"plain vs text-only k={floor_k}")
         for c in self.options.conditions:
             if c.name == "plain":
                 continue
@@ -163,65 +169,42 @@ def _label(study: _Study, name: str) -> str | None:
     return f"{name} vs plain k={k}" if k is not None and name in study.labels else None
 
 
+CONTROL_CLAIMS = (  # condition, claim, sign of Δ (condition − plain) that supports it, what is compared
+    ("random-labels", "The model uses the demos' labels", -1, "random labels against the true ones"),
+    ("noise-query", "The model listens to the query", -1, "a noise query against the real one"),
+    (
+        "swapped-query",
+        "The answer depends on this query's audio",
+        -1,
+        "another episode's query against its own",
+    ),
+    ("no-audio", "The audio helps beyond the model's own text-only floor", -1, "no audio against audio"),
+    ("transcript", "Audio ICL is harder than text ICL", +1, "transcripts against audio"),
+    ("none", "The instruction is needed", -1, "no instruction against the task's"),
+    (
+        "probe",
+        "The model hears what the rule needs but does not learn the rule",
+        +1,
+        "the probe against audio ICL",
+    ),
+)
+
+
 def claims(study: _Study, rows: Sequence[Comparison]) -> list[Claim]:
     top = study.top
     gain = f"plain k={top} vs k=0" if top is not None and top > 1 else f"plain k={top} vs k={(top or 1) - 1}"
-    out = [
+    floor_k = study.top_of("text-only")
+    floor = f"plain vs text-only k={floor_k}" if floor_k is not None else None
+    found = [
         _directional(
-            rows,
-            gain,
-            "The shots teach something (in-context gain)",
-            +1,
-            f"accuracy at k = {top} against k = 0",
+            rows, gain, "The shots teach something (in-context gain)", +1, f"k = {top} against k = 0"
         ),
         _directional(
-            rows,
-            _label(study, "random-labels"),
-            "The model uses the demos' labels",
-            -1,
-            "random labels against the true ones",
-        ),
-        _directional(
-            rows,
-            _label(study, "noise-query"),
-            "The model listens to the query",
-            -1,
-            "a noise query against the real one",
-        ),
-        _directional(
-            rows,
-            _label(study, "swapped-query"),
-            "The answer depends on this query's audio",
-            -1,
-            "another episode's query against its own",
-        ),
-        _directional(
-            rows,
-            _label(study, "no-audio"),
-            "The audio helps beyond the text-only floor",
-            -1,
-            "no audio against audio",
-        ),
-        _directional(
-            rows,
-            _label(study, "transcript"),
-            "Audio ICL is harder than text ICL",
-            +1,
-            "transcripts against audio",
-        ),
-        _directional(
-            rows, _label(study, "none"), "The instruction is needed", -1, "no instruction against the task's"
-        ),
-        _directional(
-            rows,
-            _label(study, "probe"),
-            "The model hears what the rule needs but does not learn the rule",
-            +1,
-            "the probe (rule given) against audio ICL",
+            rows, floor, "The model beats the text-only floor", +1, "the model against builtin:text-only"
         ),
     ]
-    out.append(_timing_claim(study))
-    return out
+    found += [_directional(rows, _label(study, name), *claim) for name, *claim in CONTROL_CLAIMS]
+    return [*found, _timing_claim(study)]
 
 
 def _pooled(outcomes: Outcomes, tasks: Sequence[str]) -> tuple[int, int]:
@@ -275,6 +258,7 @@ SIDE_COLUMNS = (
     ("plain", "audio ICL"),
     ("plain@0", "zero-shot k=0"),
     ("no-audio", "no-audio floor"),
+    ("text-only", "text-only floor (builtin)"),
     ("random-labels", "random labels"),
     ("noise-query", "noise query"),
     ("swapped-query", "swapped query"),
