@@ -79,7 +79,7 @@ class _Study:
         self.options = options
         self.outcomes = outcomes
         self.labels = {c.name: c.label(options.model) for c in options.conditions}
-        plain = self.labels.get("plain", options.model)
+        plain = self.labels.setdefault("plain", options.model)  # the folder may hold it from an earlier run
         self.plain_ks = sorted(k for model, k in outcomes if model == plain)
         if any(model == FLOOR_MODEL for model, _ in outcomes) and plain != FLOOR_MODEL:
             self.labels["text-only"] = FLOOR_MODEL
@@ -91,14 +91,17 @@ class _Study:
         return None if label is None else self.outcomes.get((label, k))
 
     def top_of(self, name: str) -> int | None:
-        """The largest k the condition has that the plain run has too (0 for the probe)."""
+        """The largest k the condition has that the plain run has too."""
         label = self.labels.get(name)
         ks = [k for model, k in self.outcomes if model == label and k in self.plain_ks]
         return max(ks) if ks else None
 
     def comparisons(self) -> list[Comparison]:
         rows: list[Comparison] = []
-        plain = lambda k: self.cell("plain", k)  # noqa: E731
+
+        def plain(k: int) -> Outcomes | None:
+            return self.cell("plain", k)
+
         for k in self.plain_ks:
             if k > 0 and (a := plain(k - 1)) and (b := plain(k)):
                 rows += compare(a, b, f"plain k={k} vs k={k - 1}")
