@@ -72,7 +72,7 @@ def _as(part: dict, audio_type: str) -> dict:
 def _shared(a: list[str], b: list[str]) -> int:
     """Leading pieces (text and clips) two prompt keys share."""
     count = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         count += 1
@@ -90,15 +90,15 @@ def test_prefix_order_puts_prompts_sharing_a_prefix_together(tiny_dataset):
         keys.append(prefix_key(text, list(chat.audio_parts()), spec.placeholder))
     assert all(
         len(key) == 2 * len(list(chat.audio_parts())) + 1
-        for key, (_, _, chat) in zip(keys, chats(tiny_dataset))
+        for key, (_, _, chat) in zip(keys, chats(tiny_dataset), strict=True)
     )
     ordered = sorted(random.Random(0).sample(keys, len(keys)))
     # each prompt shares with the one before it as much as with any earlier prompt: what a prefix cache reuses
     for position in range(1, len(ordered)):
         best = max(_shared(ordered[position], earlier) for earlier in ordered[:position])
         assert _shared(ordered[position], ordered[position - 1]) == best
-    in_file_order = sum(_shared(a, b) for a, b in zip(keys, keys[1:]))
-    assert sum(_shared(a, b) for a, b in zip(ordered, ordered[1:])) > in_file_order
+    in_file_order = sum(_shared(a, b) for a, b in zip(keys, keys[1:], strict=False))
+    assert sum(_shared(a, b) for a, b in zip(ordered, ordered[1:], strict=False)) > in_file_order
 
 
 # --------------------------------------------------------------------------- answers
