@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ pytest.importorskip("torchvision")
 from audioicl.audio import SAMPLE_RATE, write_wav  # noqa: E402
 from audioicl.backends import load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
-from audioicl.backends.rendering import FAMILIES, family_of  # noqa: E402
+from audioicl.backends.rendering import FAMILIES, family_of, render_chat  # noqa: E402
 from audioicl.errors import AudioICLError  # noqa: E402
 from audioicl.meta import read_meta  # noqa: E402
 from audioicl.prompts import AudioPart, ClipStore, build_prompt  # noqa: E402
@@ -151,7 +152,8 @@ def test_prompt_tokens_follow_the_original_layout(backends, tiny_dataset, family
     request = next(
         r for r in requests_for(tiny_dataset, k=2, family=spec.system_family) if r.task == "AudioCount"
     )
-    (prepared,) = [backend._prepare(0, request)]
+    text, parts = render_chat(request.chat, spec, backend.processor.apply_chat_template)
+    prepared = backend._prepare_text(0, text, parts)
     tokens = backend._inputs([prepared])["input_ids"][0].tolist()
 
     system = request.chat.messages[0].content[0].text
@@ -246,6 +248,7 @@ def test_out_of_memory_halves_the_batch_down_to_one(backends, tiny_dataset, monk
 
     def fault(batch, config):  # the fault hook: more than two prompts run out of memory
         sizes.append(len(batch))
+        assert sys.exc_info() == (None, None, None)  # a retry must not hold the failed attempt's memory
         if len(batch) > 2:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
         return real(batch, config)

@@ -32,6 +32,7 @@ from tqdm import tqdm
 from . import __version__
 from .audio import SAMPLE_RATE, pcm16_bytes
 from .card import TaskStats, render_card
+from .corpora import SourceUse, provenance
 from .errors import AudioICLError
 from .files import TMP_SUFFIX, write_atomic
 from .manifest import FileEntry, file_entry, fingerprint, write_manifest
@@ -104,6 +105,7 @@ class BuildSummary:
     bytes: int
     wall_seconds: float
     fingerprint: str
+    corpora: tuple[SourceUse, ...] = ()  # the real corpora it drew from
 
     def line(self) -> str:
         return (
@@ -239,8 +241,17 @@ def _render_in_pool(
 # --------------------------------------------------------------------------------------------- output folder
 
 
-def _state(options: BuildOptions) -> dict:
-    return {"tool": "audioicl", "version": __version__, "options": options.to_json()}
+def corpora_json(corpora: tuple[SourceUse, ...]) -> dict[str, dict | None]:
+    """Kind → the fetched corpus's record (title, licence, files with sha256), or None for a folder that no
+    ``fetch-sources`` record describes: for ``build.json`` and ``manifest.json``."""
+    return {use.kind: use.record.to_json() if use.record else None for use in corpora}
+
+
+def _state(options: BuildOptions, corpora: tuple[SourceUse, ...] = ()) -> dict:
+    state = {"tool": "audioicl", "version": __version__, "options": options.to_json()}
+    if corpora:
+        state["corpora"] = corpora_json(corpora)
+    return state
 
 
 def _differences(old: dict, new: dict) -> list[str]:
@@ -252,14 +263,16 @@ def _differences(old: dict, new: dict) -> list[str]:
     ]
     if old.get("version") != new["version"]:
         diffs.append(f"audioicl version: {old.get('version')!r} there, {new['version']!r} now")
+    if old.get("corpora") != new.get("corpora"):
+        diffs.append("the real corpora (their records or checksums) differ")
     return diffs
 
 
-def prepare_output(root: Path, options: BuildOptions) -> bool:
+def prepare_output(root: Path, options: BuildOptions, corpora: tuple[SourceUse, ...] = ()) -> bool:
     """Create ``root`` and record the options; returns True when resuming an earlier build with the same
-    options. Refuses a non-empty folder that holds anything else."""
+    options (and corpora). Refuses a non-empty folder that holds anything else."""
     state_path = root / STATE_NAME
-    state = _state(options)
+    state = _state(options, corpora)
     if root.exists() and not root.is_dir():
         raise AudioICLError("--out exists and is not a folder", file=str(root))
     if root.is_dir() and any(root.iterdir()):
@@ -411,8 +424,9 @@ def build(
     options = normalized(options)
     check_options(options)
     SoundSources.create(options.seed, options.sources)  # a bad corpus folder fails here, before any output
+    corpora = provenance(options.sources)
     root = Path(out).resolve()
-    prepare_output(root, options)
+    prepare_output(root, options, corpora)
     # Workers finish in any order; everything below (file order, float sums in the manifest and card) must not.
     results = sorted(
         _render_units(root, options, _jobs(options, workers), workers, progress),
@@ -438,8 +452,8 @@ def build(
         "bytes": sum(e.bytes for e in entries),
     }
     digest = fingerprint(entries)
-    write_atomic(root / CARD_NAME, render_card(options, stats, digest))
-    write_manifest(root, options.to_json(), entries, totals)
+    write_atomic(root / CARD_NAME, render_card(options, stats, digest, corpora))
+    write_manifest(root, options.to_json(), entries, totals, corpora_json(corpora) if corpora else None)
     return BuildSummary(
         root=root,
         episodes=len(episodes),
@@ -449,4 +463,5 @@ def build(
         bytes=totals["bytes"],
         wall_seconds=time.perf_counter() - started,
         fingerprint=digest,
+        corpora=corpora,
     )

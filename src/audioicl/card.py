@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from . import __version__
+from .corpora import SourceUse
+from .sources import SOURCE_KINDS
 from .tasks.context import CONSTRUCTION, BuildOptions
 
 MAX_LISTED_LABELS = 25
@@ -81,7 +83,74 @@ def construction_section(options: BuildOptions) -> list[str]:
     ]
 
 
-def render_card(options: BuildOptions, tasks: list[TaskStats], fingerprint: str) -> str:
+SYNTHESIZED = {
+    "one-shots": "procedural drum and percussion one-shots (`audioicl.synth.percussion`)",
+    "digits": "espeak-ng voices saying the digits (`audioicl.synth.speech`)",
+    "backgrounds": "procedural ambiences (`audioicl.synth.ambience`)",
+    "machines": "procedural machine recordings (`audioicl.synth.machines`)",
+}
+VERIFIED = {"sha256": "verified against the registry's sha256", "md5": "verified against the registry's md5"}
+
+
+def _corpus_row(use: SourceUse) -> str:
+    if use.record is None:
+        return (
+            f"| {use.kind} | a corpus folder given with `--source` (see Build above), not fetched by "
+            "`audioicl fetch-sources` | whatever that corpus's terms say (not recorded) | not recorded |"
+        )
+    info = use.record.info
+    files = "; ".join(
+        f"`{f.name}` ({f.bytes:,} bytes) sha256 `{f.sha256}`, "
+        + VERIFIED.get(f.verified, "**unverified** (no published checksum)")
+        for f in use.record.files
+    )
+    return (
+        f"| {use.kind} | [{info.title}]({info.homepage}), {info.version}: {use.record.audio_files:,} recordings |"
+        f" [{info.licence}]({info.licence_url}) | {files} |"
+    )
+
+
+def sources_section(corpora: tuple[SourceUse, ...]) -> list[str]:
+    """Where each kind of sound came from; for real corpora their licence, credit and the checksums of the
+    files fetched. Audio made from a corpus stays under its licence."""
+    used = {use.kind: use for use in corpora}
+    rows = [
+        _corpus_row(used[kind])
+        if kind in used
+        else f"| {kind} | synthesized: {SYNTHESIZED[kind]} | no third-party recordings | — |"
+        for kind in SOURCE_KINDS
+    ]
+    lines = [
+        "## Sound sources and licences",
+        "",
+        "| sounds | source | licence | files fetched (sha256) |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+    ]
+    fetched = [use.record for use in corpora if use.record is not None]
+    if fetched:
+        lines += [
+            "Clips made from a corpus's recordings are derived from them and stay under that corpus's licence "
+            "(share-alike and non-commercial terms included); credit the corpora when you use or share this "
+            "dataset:",
+            "",
+        ]
+        for record in fetched:
+            credit = f"- {record.info.title}: {record.info.citation}"
+            if record.info.attribution:
+                credit += (
+                    f" Per-recording attributions: `{record.info.name}/{record.info.attribution}` in the folder "
+                    "`fetch-sources` fetched into."
+                )
+            lines.append(credit)
+        lines.append("")
+    return lines
+
+
+def render_card(
+    options: BuildOptions, tasks: list[TaskStats], fingerprint: str, corpora: tuple[SourceUse, ...] = ()
+) -> str:
     shots = ", ".join(map(str, options.shots))
     sources = (
         ", ".join(f"{kind}={folder}" for kind, folder in options.sources) or "none (all sounds synthesized)"
@@ -101,6 +170,7 @@ def render_card(options: BuildOptions, tasks: list[TaskStats], fingerprint: str)
         f"- Dataset fingerprint (see `manifest.json`): `{fingerprint}`",
         "",
         *construction_section(options),
+        *sources_section(corpora),
         "## Layout and format",
         "",
         "16 kHz mono 16-bit PCM WAV under `data/` in the original's folder layout; meta files in the original's "

@@ -39,8 +39,11 @@ def file_entry(root: Path, path: str) -> FileEntry:
     return FileEntry(path, hashlib.sha256(data).hexdigest(), len(data))
 
 
-def write_manifest(root: Path, options: dict, entries: Iterable[FileEntry], totals: dict) -> str:
-    """Write ``ROOT/manifest.json`` atomically; returns the dataset fingerprint."""
+def write_manifest(
+    root: Path, options: dict, entries: Iterable[FileEntry], totals: dict, corpora: dict | None = None
+) -> str:
+    """Write ``ROOT/manifest.json`` atomically; returns the dataset fingerprint. ``corpora``: the real corpora
+    the build drew from (kind → record with licence and checksums), when it drew from any."""
     entries = sorted(entries, key=lambda e: e.path)
     digest = fingerprint(entries)
     document = {
@@ -48,6 +51,7 @@ def write_manifest(root: Path, options: dict, entries: Iterable[FileEntry], tota
         "version": __version__,
         "seed": options.get("seed"),
         "options": options,
+        **({"corpora": corpora} if corpora else {}),
         "fingerprint": digest,
         "totals": totals,
         "files": [{"path": e.path, "sha256": e.sha256, "bytes": e.bytes} for e in entries],

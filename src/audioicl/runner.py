@@ -533,11 +533,13 @@ def _validate(options: RunOptions) -> None:
         raise AudioICLError(f"--order must be one of {', '.join(RUN_ORDERS)}, got {options.order!r}")
 
 
-def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
+def run(options: RunOptions, report: Report = _stderr, backend: Backend | None = None) -> RunSummary:
     """Run ``options.model`` over the selected episodes of every k; see the module docstring.
 
     The backend is loaded only after the results files are locked and the folder's run record accepts
-    this run's settings: a large model is not loaded to be refused."""
+    this run's settings: a large model is not loaded to be refused. ``backend``: an already loaded one to
+    use instead of loading ``options.model`` (which then only names the run), e.g. a model built in
+    memory; the caller keeps it (it is not closed)."""
     _validate(options)
     metas = _meta_files(options)
     selected: dict[int, list[Episode]] = {}
@@ -555,7 +557,7 @@ def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
 
     locks = [FileLock(folder / results_name(options.model_name, k)) for k in selected]
     acquired: list[FileLock] = []
-    backend: Backend | None = None
+    given = backend
     try:
         for lock in locks:
             lock.acquire()
@@ -563,7 +565,7 @@ def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
             if lock.taken_over:
                 report(f"warning: took over the stale lock {lock.lock} of dead process {lock.taken_over.pid}")
         _update_run_record(folder, record, write=False)
-        backend = load_backend(
+        backend = given or load_backend(
             options.model, workload(selected, bank), seed=options.seed, **options.backend_options
         )
         _update_run_record(folder, _with_backend(record, backend))
@@ -573,7 +575,7 @@ def run(options: RunOptions, report: Report = _stderr) -> RunSummary:
         )
         return _run_all(maker, backend, selected, folder, report)
     finally:
-        if backend is not None:
+        if backend is not None and given is None:
             backend.close()
         for lock in acquired:
             lock.release()

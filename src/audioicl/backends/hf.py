@@ -15,12 +15,14 @@ prompt; a prompt that still fails (or cannot be rendered or processed) gets an e
 
 Options (``--backend-option KEY=VALUE``): ``dtype`` auto|bf16|fp16|fp32 (auto: bf16 on a GPU that has it,
 else fp32), ``device`` (auto: cuda when there is one, else cpu; or cuda:1, cpu ...), ``attn``
-sdpa|flash_attention_2|eager, ``trust_remote_code`` true|false (false unless asked).
+sdpa|flash_attention_2|eager, ``trust_remote_code`` true|false (false unless asked), ``cache`` dynamic|static
+(transformers' KV cache: static preallocates instead of growing by concatenation).
 """
 
 from __future__ import annotations
 
 import gc
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,9 +48,11 @@ from .rendering import (
     stop_token_ids,
 )
 
-OPTIONS = ("seed", "dtype", "device", "attn", "trust_remote_code")
+OPTIONS = ("seed", "dtype", "device", "attn", "trust_remote_code", "cache")
+CACHES = ("dynamic", "static")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ATTENTION = ("sdpa", "flash_attention_2", "eager")
+PREFETCH_CLIPS = 64  # clips per processor call when extracting ahead
 GENERIC_AUTO_CLASSES = (
     "AutoModelForMultimodalLM",
     "AutoModelForImageTextToText",
@@ -63,6 +67,7 @@ class HFSettings:
     attn: str = "sdpa"
     trust_remote_code: bool = False
     seed: int = 0
+    cache: str = "dynamic"
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> HFSettings:
@@ -77,6 +82,9 @@ class HFSettings:
         attn = str(options.get("attn", "sdpa"))
         if attn not in ATTENTION:
             raise AudioICLError(f"backend option attn must be one of {', '.join(ATTENTION)}, got {attn!r}")
+        cache = str(options.get("cache", "dynamic"))
+        if cache not in CACHES:
+            raise AudioICLError(f"backend option cache must be dynamic or static, got {cache!r}")
         remote = str(options.get("trust_remote_code", "false")).lower()
         if remote not in ("true", "false", "1", "0", "yes", "no"):
             raise AudioICLError(f"backend option trust_remote_code must be true or false, got {remote!r}")
@@ -86,6 +94,7 @@ class HFSettings:
             attn=attn,
             trust_remote_code=remote in ("true", "1", "yes"),
             seed=int(options.get("seed", 0)),  # type: ignore[call-overload]
+            cache=cache,
         )
 
     def torch_device(self) -> torch.device:
@@ -154,10 +163,15 @@ def load_checkpoint(name: str, settings: HFSettings, device: torch.device) -> Lo
     if known is not None and model_type in known.thinker_of:
         load_kwargs["config"] = config.thinker_config
         load_kwargs["key_mapping"] = {r"^thinker\.": ""}
+    verbosity = transformers.logging.get_verbosity()
+    if load_kwargs.get("key_mapping"):  # the talker and vocoder weights are left out on purpose: no report
+        transformers.logging.set_verbosity_error()
     try:
         model = cls.from_pretrained(name, **load_kwargs)
     except (OSError, ValueError) as exc:
         raise AudioICLError(f"cannot load the weights of {name}: {exc}") from exc
+    finally:
+        transformers.logging.set_verbosity(verbosity)
     model.eval()
     return Loaded(model, processor, family, model_type, config_sha256(name, config))
 
@@ -194,19 +208,25 @@ class FeatureCache:
         self._bytes = 0
         self.misses = 0
 
+    def __contains__(self, digest: str) -> bool:
+        return digest in self._items
+
     def get(self, clip: AudioPart, compute: Callable[[AudioPart], ClipFeatures]) -> ClipFeatures:
         found = self._items.get(clip.digest)
         if found is not None:
             self._items.move_to_end(clip.digest)
             return found
-        self.misses += 1
         made = compute(clip)
-        self._items[clip.digest] = made
-        self._bytes += made.nbytes
+        self.put(clip.digest, made)
+        return made
+
+    def put(self, digest: str, features: ClipFeatures) -> None:
+        self.misses += 1
+        self._items[digest] = features
+        self._bytes += features.nbytes
         while self._bytes > self.max_bytes and len(self._items) > 1:
             _, dropped = self._items.popitem(last=False)
             self._bytes -= dropped.nbytes
-        return made
 
 
 @dataclass
@@ -237,6 +257,7 @@ class HFBackend:
     device: torch.device
     info: Mapping[str, Any] = field(default_factory=dict)
     feature_cache_mb: int = 2048
+    kv_cache: str = "dynamic"  # transformers' cache_implementation: dynamic grows by concatenation
 
     def __post_init__(self) -> None:
         self.sampling_rate = int(self.processor.feature_extractor.sampling_rate)
@@ -248,6 +269,8 @@ class HFBackend:
         )
         self.stop_ids = self._stop_ids()
         self.features = FeatureCache(self.feature_cache_mb * 2**20)
+        self.seconds = {"features": 0.0, "generate": 0.0}  # where the time went, for benchmarks
+        tokenizer.padding_side = "left"
 
     @property
     def family(self) -> str:
@@ -260,13 +283,10 @@ class HFBackend:
 
     # ----------------------------------------------------------------- requests → prompts
 
-    def _prepare(self, index: int, request: Request) -> _Prepared:
-        text, parts = render_chat(request.chat, self.model_family, self.processor.apply_chat_template)
-        return self._prepare_text(index, text, parts)
-
     def _prepare_text(self, index: int, text: str, parts: Sequence[AudioPart]) -> _Prepared:
-        """A rendered prompt (one placeholder per clip) with its clips' features, tokens expanded."""
-        clips = [self.features.get(self._at_model_rate(part), self._clip_features) for part in parts]
+        """A rendered prompt (one placeholder per clip, at the model's rate) with its clips' features,
+        tokens expanded."""
+        clips = [self.features.get(part, self._clip_features) for part in parts]
         return _Prepared(index, self._expand(text, clips), clips)
 
     def _at_model_rate(self, clip: AudioPart) -> AudioPart:
@@ -278,23 +298,51 @@ class HFBackend:
         """The processor's own output for the clip alone: its feature row and how many audio tokens its
         placeholder became. Alone, so a clip's features never depend on its batch mates (Qwen3-Omni's
         processor pads a call to its longest clip, and a clip's token count then depends on the others)."""
+        return self._extract([clip])[0]
+
+    def _extract(self, clips: Sequence[AudioPart]) -> list[ClipFeatures]:
+        """One processor call over ``clips``, each with its own one-placeholder text."""
+        on_device = {"device": str(self.device)} if self.device.type == "cuda" else {}  # mel on the GPU
+        started = time.perf_counter()
         out = self.processor(
-            text=[self.model_family.placeholder],
-            audio=[clip.wave],
+            text=[self.model_family.placeholder] * len(clips),
+            audio=[clip.wave for clip in clips],
             sampling_rate=self.sampling_rate,
             return_tensors="pt",
+            padding=True,
+            **on_device,
         )
         mask = out.get("feature_attention_mask")
         if mask is None or "input_features" not in out:
             raise PlaceholderMismatch(f"the processor of {self.name} returned no audio features for a clip")
-        tokens = int((out["input_ids"][0] == self.audio_token_id).sum())
-        if tokens < 1:
-            raise PlaceholderMismatch(f"the processor of {self.name} made no audio tokens for a clip")
-        valid = int(mask[0].sum())
-        features = out["input_features"][0].to(torch.float32)
-        if self.model_family.encoder_reads_valid_frames:
-            features = features[:, :valid]
-        return ClipFeatures(features.clone(), valid, tokens)
+        made = []
+        for row in range(len(clips)):
+            tokens = int((out["input_ids"][row] == self.audio_token_id).sum())
+            if tokens < 1:
+                raise PlaceholderMismatch(f"the processor of {self.name} made no audio tokens for a clip")
+            valid = int(mask[row].sum())
+            features = out["input_features"][row].to(torch.float32)
+            if self.model_family.encoder_reads_valid_frames:
+                features = features[:, :valid]
+            made.append(ClipFeatures(features.clone(), valid, tokens))
+        self.seconds["features"] += time.perf_counter() - started
+        return made
+
+    def _prefetch(self, clips: Sequence[AudioPart]) -> None:
+        """Extract the uncached ``clips`` together, where the family's processor makes each clip's features
+        whatever its batch mates are (it pads every clip to the window); a failed call leaves them to be
+        extracted one by one, so that a bad clip fails only its own prompt."""
+        if not self.model_family.features_independent_of_batch:
+            return
+        todo = list({clip.digest: clip for clip in clips if clip.digest not in self.features}.values())
+        for start in range(0, len(todo), PREFETCH_CLIPS):
+            chunk = todo[start : start + PREFETCH_CLIPS]
+            try:
+                made = self._extract(chunk)
+            except (AudioICLError, RuntimeError, ValueError):
+                continue
+            for clip, features in zip(chunk, made, strict=True):
+                self.features.put(clip.digest, features)
 
     def _expand(self, text: str, clips: Sequence[ClipFeatures]) -> str:
         """The prompt text with each clip's audio token repeated as the processor does it."""
@@ -334,6 +382,7 @@ class HFBackend:
         sampling = config.temperature > 0
         if sampling:
             torch.manual_seed(config.seed)
+        started = time.perf_counter()
         with torch.inference_mode():
             out = self.model.generate(
                 **inputs,
@@ -345,8 +394,10 @@ class HFBackend:
                 num_beams=1,
                 eos_token_id=self.stop_ids,
                 pad_token_id=self.pad_token_id,
+                **({"cache_implementation": self.kv_cache} if self.kv_cache != "dynamic" else {}),
             )
         sequences = out if isinstance(out, torch.Tensor) else out.sequences
+        self.seconds["generate"] += time.perf_counter() - started
         prompt_length = inputs["input_ids"].shape[1]
         new_tokens = sequences[:, prompt_length:].tolist()
         input_tokens = inputs["attention_mask"].sum(dim=1).tolist()
@@ -358,17 +409,21 @@ class HFBackend:
         return responses
 
     def _run(self, batch: Sequence[_Prepared], config: GenerationConfig) -> list[Response]:
-        """``batch``'s responses; out of memory halves it (down to one prompt, then an error response)."""
+        """``batch``'s responses; out of memory halves it (down to one prompt, then an error response).
+
+        The retry happens after the ``except`` block: inside it, the exception's traceback still holds the
+        failed attempt's activations, and the retry would run out of memory too."""
         try:
             return self._generate_batch(batch, config)
         except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
             if not _is_out_of_memory(exc):
                 raise
-            self._free_cache()
-            if len(batch) == 1:
-                return [Response.failed(f"out of memory on one prompt ({self.device}): {exc}")]
-            half = len(batch) // 2
-            return self._run(batch[:half], config) + self._run(batch[half:], config)
+            error = f"out of memory on one prompt ({self.device}): {exc}"
+        self._free_cache()
+        if len(batch) == 1:
+            return [Response.failed(error)]
+        half = len(batch) // 2
+        return self._run(batch[:half], config) + self._run(batch[half:], config)
 
     def _free_cache(self) -> None:
         gc.collect()
@@ -379,10 +434,18 @@ class HFBackend:
 
     def generate(self, requests: Sequence[Request], config: GenerationConfig) -> list[Response]:
         responses: list[Response | None] = [None] * len(requests)
-        prepared: list[_Prepared] = []
+        rendered: dict[int, tuple[str, list[AudioPart]]] = {}
         for index, request in enumerate(requests):
             try:
-                prepared.append(self._prepare(index, request))
+                text, parts = render_chat(request.chat, self.model_family, self.processor.apply_chat_template)
+                rendered[index] = text, [self._at_model_rate(part) for part in parts]
+            except AudioICLError as exc:
+                responses[index] = Response.failed(f"cannot prepare the prompt: {exc}")
+        self._prefetch([part for _, parts in rendered.values() for part in parts])
+        prepared: list[_Prepared] = []
+        for index, (text, parts) in rendered.items():
+            try:
+                prepared.append(self._prepare_text(index, text, parts))
             except (AudioICLError, RuntimeError, ValueError) as exc:  # the processor refused this prompt
                 responses[index] = Response.failed(f"cannot prepare the prompt: {exc}")
         prepared.sort(key=lambda item: item.length, reverse=True)  # similar lengths together, longest first
@@ -424,4 +487,5 @@ def make_hf(name: str, **options: object) -> Backend:
         model_family=loaded.family,
         device=device,
         info=backend_info(loaded, settings, device),
+        kv_cache=settings.cache,
     )

@@ -39,6 +39,9 @@ class AudioFamily:
     # True where the audio encoder keeps only the frames its feature mask marks (the Omni thinkers): the
     # processor's padding beyond them is then never seen, and need not be stored or sent.
     encoder_reads_valid_frames: bool = False
+    # True where the processor pads every clip to its window, so a clip's features are the same whatever
+    # else is in the call, and clips can be extracted many at a time.
+    features_independent_of_batch: bool = False
 
 
 FAMILIES: tuple[AudioFamily, ...] = (
@@ -49,6 +52,7 @@ FAMILIES: tuple[AudioFamily, ...] = (
         system_family="qwen2-audio",
         placeholder="<|audio_bos|><|AUDIO|><|audio_eos|>",
         audio_token="<|AUDIO|>",
+        features_independent_of_batch=True,
     ),
     AudioFamily(
         name="qwen2.5-omni",
@@ -59,6 +63,7 @@ FAMILIES: tuple[AudioFamily, ...] = (
         audio_token="<|AUDIO|>",
         thinker_of=("qwen2_5_omni",),
         encoder_reads_valid_frames=True,
+        features_independent_of_batch=True,
     ),
     AudioFamily(
         name="qwen3-omni",

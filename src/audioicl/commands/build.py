@@ -7,6 +7,7 @@ import os
 
 from ..build import BuildOptions, build
 from ..cli import command, parse_int_set, parse_names
+from ..corpora import fetched_sources
 from ..sources import SOURCE_KINDS, parse_sources
 from ..tasks.context import CONSTRUCTION, original_construction
 
@@ -36,6 +37,12 @@ def _add(sub):
         default=[],
         metavar="KIND=DIR",
         help=f"use a real corpus instead of synthesized sounds; KIND is one of {', '.join(SOURCE_KINDS)}",
+    )
+    p.add_argument(
+        "--sources",
+        metavar="DIR",
+        help="use every corpus 'audioicl fetch-sources --out DIR' fetched there (a --source of the same kind "
+        "wins); the dataset card and manifest name each corpus, its licence and checksums",
     )
     group = p.add_argument_group(
         "construction",
@@ -67,7 +74,7 @@ def run(args) -> int:
         episodes=args.episodes,
         shots=tuple(parse_int_set(args.k)),
         tasks=tuple(parse_names(args.tasks)),
-        sources=parse_sources(args.source),
+        sources=parse_sources(_source_items(args)),
     )
     if args.construction == "original":
         options = original_construction(options)
@@ -76,4 +83,16 @@ def run(args) -> int:
     summary = build(args.out, options, workers=max(1, args.workers), progress=not args.quiet)
     if not args.quiet:
         print(summary.line())
+        for use in summary.corpora:
+            info = use.record.info if use.record else None
+            what = f"{info.title} (licence: {info.licence})" if info else "a folder given with --source"
+            print(f"{use.kind}: {what}")
     return 0
+
+
+def _source_items(args) -> list[str]:
+    """``--source KIND=DIR`` items, plus one for every kind fetched into ``--sources DIR`` that no --source
+    gives."""
+    given = {item.partition("=")[0].strip() for item in args.source}
+    fetched = fetched_sources(args.sources) if args.sources else ()
+    return [*args.source, *(f"{kind}={folder}" for kind, folder in fetched if kind not in given)]
