@@ -109,9 +109,10 @@ def _check_out(options: RunOptions, folders: list[Path]) -> None:
 
 
 def merge_into(folders: list[Path], out: Path) -> list[MergedFile]:
-    """``merge_shards`` into a fresh folder inside ``out``, then each file moved over its old version."""
+    """``merge_shards`` into a fresh folder beside ``out`` (never inside: a merge cut short must leave no second
+    copy for the scorer to count), then each file moved over its old version."""
     out.mkdir(parents=True, exist_ok=True)
-    staging = out / f".merging-{os.getpid()}"
+    staging = out.resolve().parent / f".{out.resolve().name}.merging-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
         merged = merge_shards(folders, staging)

@@ -83,3 +83,21 @@ def test_ray_refuses_an_out_holding_a_plain_run(tiny_dataset, tmp_path):
         capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     assert proc.returncode == 2 and "not a merge of the --ray shards" in proc.stderr
+
+
+def test_a_killed_shard_resumes_from_its_log(tiny_dataset, tmp_path):
+    """Shard 1's log as a worker killed mid-write leaves it (some lines, then half a line): the --ray run
+    repairs and completes it, and the merged files equal a single run's."""
+    single, multi = tmp_path / "single", tmp_path / "multi"
+    audioicl("run", "--data", tiny_dataset, "--model", MODEL, "--out", single, "--k", 1)
+    shard_out = tmp_path / "multi.shards" / "icl"
+    audioicl("run", "--data", tiny_dataset, "--model", MODEL, "--out", shard_out, "--k", 1, "--shard", "1/2")
+    log = shard_out / "shard-1-of-2" / "icl_results_k1.jsonl"
+    kept = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert len(kept) >= 3
+    log.write_text("".join(kept[:2]) + kept[2][: len(kept[2]) // 2], encoding="utf-8")
+    proc = audioicl(
+        "run", "--data", tiny_dataset, "--model", MODEL, "--out", multi, "--k", 1, "--ray", "--ray-shards", 2
+    )
+    assert f"k=1: {len(kept) - 2} written (0 errors), 2 skipped as already done" in proc.stdout
+    assert results(multi, 1) == results(single, 1)
