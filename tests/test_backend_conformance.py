@@ -1,6 +1,10 @@
 """What every backend kind must do, checked the same way for each (the ``BACKENDS`` fixture lists them):
 one response per request in order, whatever the batch; no file path or query label in what reaches it; and
-through the runner, a failed prompt becomes an error line while its neighbours are answered."""
+through the runner, a failed prompt becomes an error line while its neighbours are answered.
+
+``openai:`` runs against the tests' chat server on 127.0.0.1 (``chat_server.py``). ``vllm:`` needs vLLM's own
+environment (torch 2.13), so its checks run there, through the CLI: ``tests/e2e/test_vllm_cli.py`` (answers in
+order and equal to ``hf:``'s, a prompt the engine refuses as an error line beside answered ones)."""
 
 from __future__ import annotations
 
@@ -25,18 +29,22 @@ def quiet(_: str) -> None:
     pass
 
 
-@pytest.fixture(scope="module", params=BUILTIN + [f"hf:{f}" for f in MODEL_FAMILIES])
+@pytest.fixture(scope="module", params=BUILTIN + [f"hf:{f}" for f in MODEL_FAMILIES] + ["openai:conformance"])
 def backend_spec(request) -> str:
     if request.param.startswith("hf:"):
         for module in ("torch", "transformers", "torchvision"):
             pytest.importorskip(module)
+    if request.param.startswith("openai:"):
+        pytest.importorskip("httpx")
     return request.param
 
 
-def spec_for(backend_spec: str, checkpoints: dict[str, Path] | None) -> tuple[str, dict[str, str]]:
+def spec_for(backend_spec: str, checkpoints: dict[str, Path] | None, server) -> tuple[str, dict[str, str]]:
     if backend_spec.startswith("hf:"):
         assert checkpoints is not None
         return f"hf:{checkpoints[backend_spec[3:]]}", {"dtype": "fp32", "device": "cpu"}
+    if backend_spec.startswith("openai:"):
+        return backend_spec, {"base_url": server.url, "max_clip_seconds": "30"}
     return backend_spec, {}
 
 
@@ -46,8 +54,21 @@ def checkpoints(request, backend_spec):
 
 
 @pytest.fixture(scope="module")
-def backend(backend_spec, checkpoints):
-    spec, options = spec_for(backend_spec, checkpoints)
+def server(backend_spec):
+    """The chat server an ``openai:`` backend talks to (None for the other kinds)."""
+    if not backend_spec.startswith("openai:"):
+        yield None
+        return
+    from chat_server import ChatServer
+
+    running = ChatServer().start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def backend(backend_spec, checkpoints, server):
+    spec, options = spec_for(backend_spec, checkpoints, server)
     loaded = load_backend(spec, **options)
     yield loaded
     loaded.close()
@@ -97,7 +118,7 @@ def test_no_path_or_query_label_reaches_the_backend(tiny_dataset):
 
 
 def test_a_failed_prompt_is_an_error_line_and_the_others_are_answered(
-    backend, backend_spec, checkpoints, tiny_dataset, tmp_path
+    backend, backend_spec, checkpoints, server, tiny_dataset, tmp_path
 ):
     """One episode's query is a clip the backend refuses (longer than its window) or cannot decode: that
     episode gets an error line naming the problem; every other episode is answered."""
@@ -111,7 +132,7 @@ def test_a_failed_prompt_is_an_error_line_and_the_others_are_answered(
     broken = episodes[1].query.target.audio_path
     (data / broken).write_bytes(b"RIFF\x00\x00\x00\x00WAVEjunk")  # a corrupt file
     too_long = episodes[2].query.target.audio_path
-    spec, options = spec_for(backend_spec, checkpoints)
+    spec, options = spec_for(backend_spec, checkpoints, server)
     if spec.startswith("builtin:"):
         options = {"max_clip_seconds": "30"}
     window = backend.max_clip_seconds or 30.0

@@ -969,14 +969,40 @@ def _user_token_id(tokenizer) -> int:
     return user
 
 
+def _with_head_dim(thinker: dict[str, Any], head_dim: int) -> dict[str, Any]:
+    """The tiny thinker with attention heads of ``head_dim`` (vLLM's CPU attention takes 64 and up): the
+    text model widens to heads x head_dim, M-RoPE sections and the encoders' outputs follow."""
+    thinker = copy.deepcopy(thinker)
+    text = thinker["text_config"]
+    hidden = text["num_attention_heads"] * head_dim
+    old_head_dim = text.get("head_dim", text["hidden_size"] // text["num_attention_heads"])
+    text.update(hidden_size=hidden, intermediate_size=2 * hidden)
+    if "head_dim" in text:
+        text["head_dim"] = head_dim
+    rope = text.get("rope_parameters") or {}
+    if "mrope_section" in rope:
+        rope["mrope_section"] = [n * head_dim // old_head_dim for n in rope["mrope_section"]]
+    if "output_dim" in thinker["audio_config"]:
+        thinker["audio_config"]["output_dim"] = hidden
+    if "vision_config" in thinker:
+        thinker["vision_config"]["out_hidden_size"] = hidden
+    return thinker
+
+
 def tiny_checkpoint(
-    family_name: str, out_dir: str | Path, seed: int = 0, *, thinker_only: bool = False
+    family_name: str,
+    out_dir: str | Path,
+    seed: int = 0,
+    *,
+    thinker_only: bool = False,
+    head_dim: int | None = None,
 ) -> Path:
     """Write a tiny random-weight checkpoint of ``family_name`` to ``out_dir`` and return the folder.
 
     Loads with ``AutoProcessor.from_pretrained(out_dir)`` and ``<Family.model_class>.from_pretrained(out_dir)``.
     The same ``seed`` writes the same weights. ``thinker_only`` (Omni families) writes a thinker-only folder
-    instead of the full Omni layout of the real checkpoints.
+    instead of the full Omni layout of the real checkpoints. ``head_dim`` (default: 16, the tiny width) sets
+    the text model's attention head size; vLLM's CPU attention needs 64.
     """
     spec = family(family_name)
     if thinker_only and spec.full_class is None:
@@ -986,6 +1012,8 @@ def tiny_checkpoint(
     tokenizer = processor.tokenizer
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in spec.special_tokens}
     thinker = _tiny_configs(spec, ids, vocab=len(tokenizer), user_id=_user_token_id(tokenizer))
+    if head_dim is not None:
+        thinker = _with_head_dim(thinker, head_dim)
     model = _seeded_model(_model_class(spec.model_class), _config(thinker), seed)
     if spec.full_class is not None and not thinker_only:
         # The same thinker weights in both layouts: a test of one layout holds for the other.

@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from . import __version__
 from .backends import Backend, load_backend, parse_model_spec
-from .backends.base import GenerationConfig, Request, Response
+from .backends.base import GenerationConfig, Request, Response, Workload
 from .controls import CONTROLS, Control, ControlContext, swap_partners
 from .download import dataset_source
 from .errors import AudioICLError, refuse_duplicate_ids
@@ -47,6 +47,7 @@ from .files import write_atomic
 from .meta import find_meta_files, iter_meta, k_of
 from .probes import PROBE_SET, probe
 from .prompts import (
+    MORSE_TASK,
     AudioPart,
     Chat,
     ClipStore,
@@ -572,6 +573,16 @@ def order_work(pending: Mapping[int, Sequence[Episode]], order: RunOrder) -> lis
     return sorted(work, key=lambda item: (first_seen[item.episode.id], item.k))
 
 
+def workload(selected: Mapping[int, Sequence[Episode]], bank: Sequence[AudioPart]) -> Workload:
+    """What the selected episodes will ask: their number, and the most clips one prompt holds."""
+    counts = [
+        sum(1 for _ in ep.clips()) + (len(bank) if ep.task == MORSE_TASK else 0)
+        for episodes in selected.values()
+        for ep in episodes
+    ]
+    return Workload(prompts=len(counts), max_audio_per_prompt=max(counts, default=0))
+
+
 def _validate(options: RunOptions) -> None:
     if options.batch_size < 1:
         raise AudioICLError(f"--batch-size must be at least 1, got {options.batch_size}")
@@ -657,7 +668,9 @@ def run(options: RunOptions, report: Report = _stderr, backend: Backend | None =
             if lock.taken_over:
                 report(f"warning: took over the stale lock {lock.lock} of dead process {lock.taken_over.pid}")
         _update_run_record(folder, record, write=False)
-        backend = given or load_backend(options.model, seed=options.seed, **options.backend_options)
+        backend = given or load_backend(
+            options.model, workload(selected, bank), seed=options.seed, **options.backend_options
+        )
         _update_run_record(folder, _with_backend(record, backend))
         family = getattr(backend, "family", None) or system_family(parse_model_spec(options.model).name)
         maker = PromptMaker(

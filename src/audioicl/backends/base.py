@@ -10,12 +10,15 @@ A backend kind (``builtin``, ``hf``, ``vllm``, ``openai`` ...) registers a facto
 ``factory(name: str, **options) -> Backend`` in ``BACKENDS`` from its module ``audioicl.backends.<kind>``;
 ``load_backend`` imports that module on first use, so heavy dependencies load only for the backend asked for.
 Factories receive the run's ``seed`` (an int) and the user's ``--backend-option KEY=VALUE`` pairs (strings)
-as keyword options.
+as keyword options. A factory that declares a keyword parameter ``workload`` also gets the run's
+``Workload`` (what the run will ask, known before the backend loads), for engines that fix limits when they
+start (vLLM's clips per prompt).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +50,15 @@ class Request:
     task: str
     k: int
     chat: Chat
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a run will ask of its backend: ``prompts``, and ``max_audio_per_prompt``, the most clips
+    one prompt holds (demo and query clips, plus the Morse bank's 26 where it is shown)."""
+
+    prompts: int = 0
+    max_audio_per_prompt: int = 0
 
 
 @dataclass(frozen=True)
@@ -148,10 +160,14 @@ def _import_kind(kind: str) -> None:
             ) from exc
 
 
-def load_backend(spec: str, **options: object) -> Backend:
-    """The backend for a model spec ``backend:name``, built with ``options``."""
+def load_backend(spec: str, workload: Workload | None = None, **options: object) -> Backend:
+    """The backend for a model spec ``backend:name``, built with ``options`` (and ``workload`` where its
+    factory takes one)."""
     model = parse_model_spec(spec)
     _import_kind(model.backend)
     if model.backend not in BACKENDS:
         raise AudioICLError(f"unknown backend {model.backend!r} (known: {', '.join(_available_kinds())})")
-    return BACKENDS.get(model.backend)(model.name, **options)
+    factory = BACKENDS.get(model.backend)
+    if workload is not None and "workload" in inspect.signature(factory).parameters:
+        return factory(model.name, workload=workload, **options)
+    return factory(model.name, **options)

@@ -22,12 +22,10 @@ sdpa|flash_attention_2|eager, ``trust_remote_code`` true|false (false unless ask
 from __future__ import annotations
 
 import gc
-import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -37,7 +35,18 @@ from .. import audio
 from ..errors import AudioICLError
 from ..prompts import AudioPart
 from .base import Backend, GenerationConfig, Request, Response, Usage, register_backend
-from .rendering import FAMILIES, AudioFamily, family_of, generic_family, render_chat
+from .rendering import (
+    FAMILIES,
+    AudioFamily,
+    clip_window_seconds,
+    config_sha256,
+    decode_answer,
+    family_of,
+    generic_family,
+    load_processor,
+    render_chat,
+    stop_token_ids,
+)
 
 OPTIONS = ("seed", "dtype", "device", "attn", "trust_remote_code", "cache")
 CACHES = ("dynamic", "static")
@@ -116,30 +125,6 @@ class Loaded:
     config_sha256: str
 
 
-def _config_sha256(name: str, config: Any) -> str:
-    """Hash of the checkpoint's ``config.json`` (the file when ``name`` is a folder, else as loaded)."""
-    path = Path(name) / "config.json"
-    data = path.read_bytes() if path.is_file() else config.to_json_string().encode()
-    return hashlib.sha256(data).hexdigest()
-
-
-def load_processor(name: str, trust_remote_code: bool = False) -> Any:
-    """The checkpoint's processor; refused when it has no feature extractor (a folder whose processor loads
-    as a bare tokenizer would silently ignore every clip)."""
-    try:
-        processor = transformers.AutoProcessor.from_pretrained(name, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, ImportError) as exc:
-        raise AudioICLError(f"cannot load the processor of {name}: {exc}") from exc
-    if getattr(processor, "feature_extractor", None) is None:
-        raise AudioICLError(
-            f"{name}: its processor loads as {type(processor).__name__}, with no audio feature extractor; "
-            "an audio model's folder needs preprocessor_config.json (and processor_config.json)"
-        )
-    if getattr(processor, "tokenizer", None) is not None:
-        processor.tokenizer.padding_side = "left"
-    return processor
-
-
 def _model_class(model_type: str, family: AudioFamily | None, config: Any) -> Any:
     if family is not None:
         return getattr(transformers, family.model_class)
@@ -188,7 +173,7 @@ def load_checkpoint(name: str, settings: HFSettings, device: torch.device) -> Lo
     finally:
         transformers.logging.set_verbosity(verbosity)
     model.eval()
-    return Loaded(model, processor, family, model_type, _config_sha256(name, config))
+    return Loaded(model, processor, family, model_type, config_sha256(name, config))
 
 
 # --------------------------------------------------------------------------- the backend
@@ -275,10 +260,8 @@ class HFBackend:
     kv_cache: str = "dynamic"  # transformers' cache_implementation: dynamic grows by concatenation
 
     def __post_init__(self) -> None:
-        extractor = self.processor.feature_extractor
-        self.sampling_rate = int(extractor.sampling_rate)
-        window = getattr(extractor, "n_samples", None)
-        self.max_clip_seconds: float | None = window / self.sampling_rate if window else None
+        self.sampling_rate = int(self.processor.feature_extractor.sampling_rate)
+        self.max_clip_seconds = clip_window_seconds(self.processor)
         tokenizer = self.processor.tokenizer
         self.audio_token_id = tokenizer.convert_tokens_to_ids(self.model_family.audio_token)
         self.pad_token_id = (
@@ -295,12 +278,8 @@ class HFBackend:
         return self.model_family.system_family
 
     def _stop_ids(self) -> list[int]:
-        tokenizer = self.processor.tokenizer
-        ids = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
         configured = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
-        ids.update(configured if isinstance(configured, list) else [configured])
-        unknown = tokenizer.unk_token_id
-        return sorted(i for i in ids if isinstance(i, int) and i != unknown)
+        return stop_token_ids(self.processor.tokenizer, configured)
 
     # ----------------------------------------------------------------- requests → prompts
 
@@ -425,24 +404,9 @@ class HFBackend:
         audio_tokens = (inputs["input_ids"] == self.audio_token_id).sum(dim=1).tolist()
         responses = []
         for tokens, n_in, n_audio in zip(new_tokens, input_tokens, audio_tokens, strict=True):
-            tokens = self._until_stop(tokens)
-            text = self.processor.tokenizer.decode(tokens, skip_special_tokens=True)
-            text = self._cut_at_stop_strings(text, config.stop)
-            responses.append(Response(text, usage=Usage(int(n_in), len(tokens), int(n_audio))))
+            text, n_out = decode_answer(self.processor.tokenizer, tokens, self.stop_ids, config.stop)
+            responses.append(Response(text, usage=Usage(int(n_in), n_out, int(n_audio))))
         return responses
-
-    def _until_stop(self, tokens: list[int]) -> list[int]:
-        for position, token in enumerate(tokens):
-            if token in self.stop_ids:
-                return tokens[:position]
-        return tokens
-
-    @staticmethod
-    def _cut_at_stop_strings(text: str, stop: Sequence[str]) -> str:
-        for marker in stop:
-            if marker and marker in text:
-                text = text[: text.index(marker)]
-        return text
 
     def _run(self, batch: Sequence[_Prepared], config: GenerationConfig) -> list[Response]:
         """``batch``'s responses; out of memory halves it (down to one prompt, then an error response).

@@ -41,8 +41,12 @@ CONFIG_KEYS = (
     "window",
     "control",
     "probe",
+    "base-url",
+    "ray",
+    "ray-shards",
+    "ray-gpus",
 )
-FLAG_KEYS = ("retry-errors", "probe")
+FLAG_KEYS = ("retry-errors", "probe", "ray")
 PATH_KEYS = ("data", "out", "prompts")
 REQUIRED = ("data", "model", "out")
 
@@ -69,7 +73,8 @@ def _add(sub, exit_on_error: bool = True):
             "differs (style, layout, pad, max-new-tokens, prompts file content, morse-bank, seed, backend "
             "options, data root or dataset). "
             "With --shard I/N the run takes its share of the episodes and writes into OUT/shard-I-of-N/; "
-            "join shards with 'audioicl merge'. An episode that fails (unreadable audio, clip too long for the "
+            "join shards with 'audioicl merge'. With --ray the shards run as Ray tasks, each with its own backend, "
+            "and are merged into OUT (their logs stay in OUT.shards/<model>/); rerunning resumes them. An episode that fails (unreadable audio, clip too long for the "
             "backend) gets an error line; error lines are kept and a rerun reports them and exits 1, unless "
             "--retry-errors removes them first so their episodes run again. Exits 1 when any selected "
             "episode ends in an error line. "
@@ -132,6 +137,11 @@ def _add(sub, exit_on_error: bool = True):
         help="option for the backend (repeatable), e.g. -o max_clip_seconds=30",
     )
     p.add_argument(
+        "--base-url",
+        help="server of an openai: model, e.g. http://127.0.0.1:8000/v1 (the backend option base_url: "
+        "-o base_url=URL says the same)",
+    )
+    p.add_argument(
         "--retry-errors",
         action="store_true",
         default=None,
@@ -152,6 +162,24 @@ def _add(sub, exit_on_error: bool = True):
         help="perception probes instead of the task: each query clip with its perceptual question asked "
         "directly, zero-shot (how many sounds, how long, which digits, which word, which reference where, "
         "normal or not), scored like the task; results <model>+probe_results_k0.jsonl",
+    )
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        default=None,
+        help="run the shards as Ray tasks (on the cluster RAY_ADDRESS names, else on a local one), each "
+        "with its own backend, logs in OUT.shards/<model>/, then merge them into OUT",
+    )
+    p.add_argument(
+        "--ray-shards",
+        type=int,
+        help="shards of a --ray run (default: one per GPU of the cluster for hf/vllm, else one per CPU)",
+    )
+    p.add_argument(
+        "--ray-gpus",
+        type=float,
+        help="GPUs per shard of a --ray run (default: 1 for hf/vllm on a cluster with GPUs, else 0); "
+        "e.g. 2 for vLLM with -o tensor_parallel_size=2",
     )
     p.add_argument("--config", type=Path, help="YAML or JSON file of option values (command line wins)")
     return p
@@ -213,6 +241,17 @@ def _merged(args: argparse.Namespace) -> dict[str, Any]:
     return merged
 
 
+def _backend_options(values: dict[str, Any]) -> dict[str, str]:
+    """``-o`` pairs, with ``--base-url`` as the option ``base_url`` (refused when both disagree)."""
+    options = dict(values.get("backend_options") or [])
+    url = values.get("base_url")
+    if url is not None:
+        if options.get("base_url", url) != url:
+            raise AudioICLError(f"--base-url {url} and -o base_url={options['base_url']} disagree; give one")
+        options["base_url"] = url
+    return options
+
+
 def options_from_args(args: argparse.Namespace) -> RunOptions:
     values = _merged(args)
     missing = [f"--{key}" for key in REQUIRED if values.get(key) is None]
@@ -224,7 +263,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         "out": values["out"],
         "shots": tuple(values["k"]) if values.get("k") else None,
         "tasks": tuple(values["tasks"]) if values.get("tasks") else None,
-        "backend_options": dict(values.get("backend_options") or []),
+        "backend_options": _backend_options(values),
     }
     for key in ("style", "layout", "batch_size", "max_new_tokens", "pad", "limit", "shard", "prompts"):
         fields[key] = values.get(key)
@@ -235,12 +274,34 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     return RunOptions(**{key: value for key, value in fields.items() if value is not None})
 
 
-@command(_add)
-def run_command(args) -> int:
-    summary = run(options_from_args(args))
-    for k_summary in summary.ks:
-        print(k_summary.line())
-    if summary.errors:
-        print(f"{summary.errors} episode(s) ended in an error line (see their 'error' field)")
+def _run_on_ray(options: RunOptions, values: dict[str, Any]) -> int:
+    from ..cluster import RayPlan, run_on_ray
+
+    done = run_on_ray(options, RayPlan(shards=values.get("ray_shards"), gpus=values.get("ray_gpus")))
+    for summary in done.summaries:
+        for k_summary in summary.ks:
+            print(k_summary.line())
+    for merged in done.merged:
+        print(f"{merged.path}: {merged.lines} lines merged from {merged.sources} shard(s)")
+    return _exit_code(done.errors)
+
+
+def _exit_code(errors: int) -> int:
+    if errors:
+        print(f"{errors} episode(s) ended in an error line (see their 'error' field)")
         return 1
     return 0
+
+
+@command(_add)
+def run_command(args) -> int:
+    options = options_from_args(args)
+    values = _merged(args)
+    if values.get("ray"):
+        return _run_on_ray(options, values)
+    if values.get("ray_shards") is not None or values.get("ray_gpus") is not None:
+        raise AudioICLError("--ray-shards and --ray-gpus apply to --ray runs")
+    summary = run(options)
+    for k_summary in summary.ks:
+        print(k_summary.line())
+    return _exit_code(summary.errors)

@@ -1,0 +1,340 @@
+"""The ``openai`` backend: any OpenAI-compatible chat completions server (``--model openai:NAME``).
+
+Each request becomes one ``POST {base_url}/chat/completions`` whose messages follow the typed chat: the
+system message first (a string), then each turn with its text and audio parts interleaved in the chat's
+order, audio as ``input_audio`` parts (base64 16-bit PCM WAV, mono, 16 kHz: the clip as read from the
+dataset, bit for bit). Adjacent text is one text part; a message without audio is a plain string. No file
+name, path or query label is in the payload: the chat has none.
+
+Where the server is: ``--base-url URL`` (``audioicl run``), which is the backend option ``base_url``
+(``-o base_url=URL`` says the same; one of them); else ``$OPENAI_BASE_URL``; else OpenAI's. The API key
+is read from the environment variable named by ``api_key_env`` (default ``OPENAI_API_KEY``) and sent as a
+bearer token; it is never logged nor written to a results file or run record (only the variable's name
+is). Without the variable no key is sent (a local ``vllm serve`` needs none), unless ``api_key_env`` was
+given, which then must be set.
+
+Requests of a call run ``concurrency`` at a time; responses come back in request order, so results do
+not depend on the concurrency. 429, 5xx, timeouts and dropped connections are retried up to
+``max_retries`` times, waiting ``backoff`` x 2^attempt seconds with jitter (half fixed, half random,
+at most ``max_backoff``), or what a ``Retry-After`` header asks (at most 10 minutes). A
+request that still fails, another 4xx, or a response that is not a chat completion (malformed JSON, no
+choices, no text) is an error response for that request: its episode gets an error line that
+``--retry-errors`` asks again. 401, 403 and 404 (bad key, unknown model or URL) fail the whole call:
+the runner stops after a few such calls rather than writing an error line for every episode.
+
+Options (``-o KEY=VALUE``): ``base_url``, ``api_key_env``, ``concurrency`` (8), ``timeout`` (seconds per
+attempt, 120), ``max_retries`` (6), ``backoff`` (1.0 s), ``max_backoff`` (60 s), ``max_clip_seconds``
+(none: the server decides). Needs the ``api`` extra (httpx).
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import os
+import random
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from .. import audio
+from ..errors import AudioICLError
+from ..prompts import AudioPart, Chat, TextPart, system_family
+from .base import Backend, GenerationConfig, Request, Response, Usage, register_backend
+
+OPTIONS = (
+    "seed",
+    "base_url",
+    "api_key_env",
+    "concurrency",
+    "timeout",
+    "max_retries",
+    "backoff",
+    "max_backoff",
+    "max_clip_seconds",
+)
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+RETRY_AFTER_CAP_S = 600.0  # a Retry-After beyond this is waited for this long
+FATAL_STATUS = (401, 403, 404)  # the backend is misconfigured: no request can succeed
+BODY_IN_ERRORS = 300  # characters of a server's answer quoted in an error line
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def _number(options: Mapping[str, object], key: str, default: float, kind: type, low: float) -> Any:
+    value = options.get(key, default)
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise AudioICLError(f"backend option {key} must be a number, got {value!r}") from None
+    if number < low:
+        raise AudioICLError(f"backend option {key} must be at least {low:g}, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class OpenAISettings:
+    base_url: str = DEFAULT_BASE_URL
+    api_key_env: str = DEFAULT_KEY_ENV
+    key_env_given: bool = False
+    concurrency: int = 8
+    timeout: float = 120.0
+    max_retries: int = 6
+    backoff: float = 1.0
+    max_backoff: float = 60.0
+    max_clip_seconds: float | None = None
+    seed: int = 0
+
+    @classmethod
+    def parse(cls, options: Mapping[str, object]) -> OpenAISettings:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise AudioICLError(
+                f"openai backend takes no option {', '.join(unknown)} (known: {', '.join(OPTIONS)})"
+            )
+        base_url = str(options.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
+        if not base_url.startswith(("http://", "https://")):
+            raise AudioICLError(f"--base-url must start with http:// or https://, got {base_url!r}")
+        clip = options.get("max_clip_seconds")
+        return cls(
+            base_url=base_url.rstrip("/"),
+            api_key_env=str(options.get("api_key_env") or DEFAULT_KEY_ENV),
+            key_env_given="api_key_env" in options,
+            concurrency=_number(options, "concurrency", 8, int, 1),
+            timeout=_number(options, "timeout", 120.0, float, 0.001),
+            max_retries=_number(options, "max_retries", 6, int, 0),
+            backoff=_number(options, "backoff", 1.0, float, 0),
+            max_backoff=_number(options, "max_backoff", 60.0, float, 0),
+            max_clip_seconds=None
+            if clip in (None, "")
+            else _number(options, "max_clip_seconds", 0, float, 0),
+            seed=int(options.get("seed", 0)),  # type: ignore[call-overload]
+        )
+
+    def api_key(self) -> str | None:
+        key = os.environ.get(self.api_key_env)
+        if not key and self.key_env_given:
+            raise AudioICLError(f"backend option api_key_env names ${self.api_key_env}, which is not set")
+        return key or None
+
+
+# --------------------------------------------------------------------------- the payload
+
+
+def wav_base64(part: AudioPart) -> str:
+    """The clip as a base64 16-bit PCM WAV at 16 kHz (scaled so that reading it back gives the samples
+    of a clip decoded from a 16-bit file exactly)."""
+    wave = audio.resample(part.wave, part.sr, audio.SAMPLE_RATE)
+    return base64.b64encode(audio.pcm16_bytes(wave, audio.SAMPLE_RATE, scale=32768.0)).decode("ascii")
+
+
+def chat_messages(chat: Chat) -> list[dict[str, Any]]:
+    """The chat as chat-completions messages: text and ``input_audio`` parts in the chat's order."""
+    messages: list[dict[str, Any]] = []
+    for message in chat.messages:
+        parts: list[dict[str, Any]] = []
+        for part in message.content:
+            if isinstance(part, TextPart):
+                if parts and parts[-1]["type"] == "text":
+                    parts[-1]["text"] += part.text
+                elif part.text:
+                    parts.append({"type": "text", "text": part.text})
+            else:
+                if message.role != "user":
+                    raise AudioICLError(
+                        f"a {message.role} message holds audio; the API takes it in user turns"
+                    )
+                parts.append(
+                    {"type": "input_audio", "input_audio": {"data": wav_base64(part), "format": "wav"}}
+                )
+        if all(p["type"] == "text" for p in parts):
+            content: Any = "".join(p["text"] for p in parts)
+        else:
+            content = parts
+        messages.append({"role": message.role, "content": content})
+    return messages
+
+
+def request_body(model: str, chat: Chat, config: GenerationConfig) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": chat_messages(chat),
+        "max_tokens": config.max_new_tokens,
+        "temperature": config.temperature,
+        "seed": config.seed,
+    }
+    if config.stop:
+        body["stop"] = list(config.stop)
+    return body
+
+
+def parse_completion(data: Any) -> Response:
+    """A chat completion's first choice and usage; anything else is an error response."""
+    try:
+        message = data["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        return Response.failed(f"malformed response: no choices[0].message in {_quote(data)}")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):  # some servers answer in parts
+        texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        content = "".join(t for t in texts if isinstance(t, str)) if texts else None
+    if not isinstance(content, str):
+        refusal = message.get("refusal") if isinstance(message, dict) else None
+        reason = f"refused: {refusal}" if refusal else f"no text in the message {_quote(message)}"
+        return Response.failed(f"malformed response: {reason}")
+    return Response(content, usage=_usage(data.get("usage")))
+
+
+def _usage(usage: Any) -> Usage:
+    if not isinstance(usage, dict):
+        return Usage()
+    details = usage.get("prompt_tokens_details")
+    audio_tokens = details.get("audio_tokens") if isinstance(details, dict) else None
+
+    def count(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return Usage(
+        count(usage.get("prompt_tokens")), count(usage.get("completion_tokens")), count(audio_tokens)
+    )
+
+
+def _quote(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= BODY_IN_ERRORS else text[:BODY_IN_ERRORS] + "..."
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date), None without one."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+# --------------------------------------------------------------------------- the backend
+
+
+class Fatal(AudioICLError):
+    """An answer that no retry and no other request can change (bad key, unknown model or URL)."""
+
+
+@dataclass
+class OpenAIBackend:
+    """Chat completions over HTTP with bounded concurrency and retries; see the module docstring."""
+
+    name: str
+    model: str
+    settings: OpenAISettings
+    family: str = "default"
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.max_clip_seconds = self.settings.max_clip_seconds
+        headers = {"Content-Type": "application/json"}
+        key = self.settings.api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(self.settings.timeout),
+            limits=httpx.Limits(max_connections=self.settings.concurrency),
+        )
+        self._pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="audioicl-openai")
+        self._stop = threading.Event()
+        self.attempts = 0  # HTTP requests sent, retries included
+
+    @property
+    def url(self) -> str:
+        return f"{self.settings.base_url}/chat/completions"
+
+    def _wait(self, attempt: int, asked: float | None, jitter: random.Random) -> float:
+        if asked is not None:
+            return min(asked, RETRY_AFTER_CAP_S)
+        ceiling = min(self.settings.backoff * 2**attempt, self.settings.max_backoff)
+        return ceiling / 2 + jitter.uniform(0, ceiling / 2)
+
+    def _post(self, body: dict[str, Any]) -> tuple[Response | None, str, float | None]:
+        """One attempt: (the response, or None to retry; why it is retried; seconds the server asks)."""
+        self.attempts += 1
+        try:
+            answer = self._client.post(self.url, json=body)
+        except httpx.TimeoutException as exc:
+            return None, f"timed out after {self.settings.timeout:g} s ({type(exc).__name__})", None
+        except httpx.TransportError as exc:
+            return None, f"connection failed: {type(exc).__name__}: {exc}", None
+        status = answer.status_code
+        if status == 429 or status >= 500:
+            return None, f"HTTP {status}: {_quote(answer.text)}", retry_after(answer)
+        if status in FATAL_STATUS:
+            raise Fatal(f"{self.url} answered HTTP {status}: {_quote(answer.text)}")
+        if status >= 400:
+            return Response.failed(f"HTTP {status}: {_quote(answer.text)}"), "", None
+        try:
+            data = answer.json()
+        except ValueError:
+            return Response.failed(f"malformed response (not JSON): {_quote(answer.text)}"), "", None
+        return parse_completion(data), "", None
+
+    def _ask(self, request: Request, config: GenerationConfig) -> Response:
+        try:
+            body = request_body(self.model, request.chat, config)
+        except AudioICLError as exc:
+            return Response.failed(f"cannot prepare the request: {exc}")
+        jitter = random.Random(f"{self.settings.seed}:{request.key}")
+        attempts = self.settings.max_retries + 1
+        problem = ""
+        for attempt in range(attempts):
+            if self._stop.is_set():
+                return Response.failed("not sent: an earlier request of the call failed for good")
+            response, problem, asked = self._post(body)
+            if response is not None:
+                return response
+            if attempt + 1 < attempts:
+                self._stop.wait(self._wait(attempt, asked, jitter))
+        return Response.failed(f"gave up after {attempts} attempts: {problem}")
+
+    def generate(self, requests: Sequence[Request], config: GenerationConfig) -> list[Response]:
+        self._stop.clear()
+        futures = [self._pool.submit(self._ask, request, config) for request in requests]
+        try:
+            return [future.result() for future in futures]
+        except Fatal:
+            self._stop.set()  # the others give up at their next attempt
+            for future in futures:
+                future.cancel()
+            wait(futures)
+            raise
+
+    def close(self) -> None:
+        self._stop.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._client.close()
+
+
+@register_backend("openai")
+def make_openai(name: str, **options: object) -> Backend:
+    settings = OpenAISettings.parse(options)
+    info = {
+        "base_url": settings.base_url,
+        "api_key_env": settings.api_key_env,  # the variable's name, never its value
+        "concurrency": settings.concurrency,
+        "max_retries": settings.max_retries,
+        "httpx": httpx.__version__,
+    }
+    return OpenAIBackend(f"openai:{name}", name, settings, family=system_family(name), info=info)

