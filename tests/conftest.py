@@ -200,3 +200,17 @@ def hub():
     server.start()
     yield server
     server.stop()
+
+
+NINE_TASK_EPISODES = 3
+
+
+@pytest.fixture(scope="session")
+def nine_tasks(tmp_path_factory) -> Path:
+    """All nine tasks as the builder makes them, 3 episodes each, k = 1..5; built once per session (per xdist
+    worker) and shared read-only by the label-truth, perceiving, controls, probes and study tests."""
+    from audioicl.build import BuildOptions, build
+
+    out = tmp_path_factory.getbasetemp() / f"nine-tasks-{NINE_TASK_EPISODES}"
+    build(out, BuildOptions(episodes=NINE_TASK_EPISODES), workers=2)
+    return out

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from audioicl.audio import SAMPLE_RATE
-from audioicl.build import build
 from audioicl.controls import (
     CONTROLS,
     NOISE_SECONDS,
@@ -35,19 +34,13 @@ from audioicl.prompts import (
 from audioicl.records import Episode
 from audioicl.synth.morse import WORDS_5
 from audioicl.tasks import TASKS, task_names
-from audioicl.tasks.context import BuildOptions
 from audioicl.tasks.remap import PATTERNS
 from audioicl.transcripts import Sidecar, load_sidecar, read
 
-EPISODES = 3
-
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    """All nine tasks, 3 episodes each, k = 1..5 (the folder test_perceiving and test_label_truth share)."""
-    out = tmp_path_factory.getbasetemp() / f"nine-tasks-{EPISODES}"
-    build(out, BuildOptions(episodes=EPISODES), workers=2)
-    return out
+def root(nine_tasks: Path) -> Path:
+    return nine_tasks
 
 
 @pytest.fixture(scope="module")

@@ -23,11 +23,8 @@ EPISODES = 3
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    """All nine tasks, 3 episodes each, k = 1..5 (shared with test_perceiving: same folder, same options)."""
-    out = tmp_path_factory.getbasetemp() / f"nine-tasks-{EPISODES}"
-    build(out, BuildOptions(episodes=EPISODES), workers=2)
-    return out
+def root(nine_tasks: Path) -> Path:
+    return nine_tasks
 
 
 @pytest.fixture(scope="module")

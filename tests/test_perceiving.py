@@ -30,25 +30,19 @@ from audioicl.backends.perceiving import (
     read_with_table,
 )
 from audioicl.backends.solvers import SOLVERS
-from audioicl.build import build
 from audioicl.meta import find_meta_files, read_meta
 from audioicl.prompts import AudioPart, Chat, PromptItem, build_chat, load_morse_bank
 from audioicl.records import Clip, Episode, Query
 from audioicl.scoring import judge
 from audioicl.synth.morse import MORSE_CODE
 from audioicl.tasks import task_names
-from audioicl.tasks.context import BuildOptions
 
-EPISODES = 3
 PERCEIVABLE = [task for task in task_names() if task != "AnomalyDetect"]
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    """All nine tasks, 3 episodes each, k = 1..5 (same folder and options as test_label_truth: built once)."""
-    out = tmp_path_factory.getbasetemp() / f"nine-tasks-{EPISODES}"
-    build(out, BuildOptions(episodes=EPISODES), workers=2)
-    return out
+def root(nine_tasks: Path) -> Path:
+    return nine_tasks
 
 
 def _accuracy(root: Path, solver: str, bank_mode: str = "auto") -> dict[tuple[str, int], float]:

@@ -6,21 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from audioicl.build import build
 from audioicl.meta import find_meta_files, read_meta
 from audioicl.probes import PROBE_QUESTIONS, PROBE_SET, probe
 from audioicl.tasks import task_names
-from audioicl.tasks.context import BuildOptions
 from audioicl.transcripts import load_sidecar, read
-
-EPISODES = 3
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    out = tmp_path_factory.getbasetemp() / f"nine-tasks-{EPISODES}"
-    build(out, BuildOptions(episodes=EPISODES), workers=2)
-    return out
+def root(nine_tasks: Path) -> Path:
+    return nine_tasks
 
 
 def test_every_task_has_its_question():

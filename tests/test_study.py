@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from audioicl.build import build
 from audioicl.errors import AudioICLError
 from audioicl.meta import find_meta_files, read_meta, write_meta
 from audioicl.results import iter_results
 from audioicl.runner import RunOptions, run
 from audioicl.scoring import judge
-from audioicl.tasks.context import BuildOptions
 
 EPISODES = 3
 RULE_FROM_LABELS = ("AudioCount", "AudioCountHard", "AudioLength", "AudioLengthHard", "AudioOperatorHard")
@@ -27,10 +25,8 @@ def quiet(_message: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    out = tmp_path_factory.getbasetemp() / f"nine-tasks-{EPISODES}"
-    build(out, BuildOptions(episodes=EPISODES), workers=2)
-    return out
+def root(nine_tasks: Path) -> Path:
+    return nine_tasks
 
 
 @pytest.fixture(scope="module")
