@@ -201,6 +201,21 @@ def test_operator_hard_has_precedence_one_mul_and_a_fixed_other():
         assert len(others) == 1
 
 
+def test_operator_hard_mul_sound_is_not_predictable_across_episodes():
+    """Which of an episode's two filler sounds means × is drawn per episode: with a fixed order it was always
+    the even bank index, i.e. one of 8 of the 16 percussion families, which a model could learn across
+    episodes. The original-named files say which sound is ×."""
+    families, parities = set(), set()
+    for i in range(40):
+        clip = next(plan("AudioOperatorHard", i, context(**ORIGINAL_NAMES)).episode.clips())
+        name = re.search(r"__sfxmul-(\w+?)__sfxoth-", clip.audio_path).group(1)
+        family, number = name.rsplit("_", 1)
+        families.add(family)
+        parities.add(int(number) % 2)
+    assert parities == {0, 1}
+    assert len(families) > 8
+
+
 @pytest.mark.parametrize("task", ["AudioOperator", "AudioOperatorHard"])
 def test_operator_neutral_names_only_rename_the_original_clips(task):
     """Neutral names hold the episode, the filler sound(s) and the slot, never the expression or its value;

@@ -21,7 +21,7 @@ CLIPS_PER_FILLER = 8  # made per filler (or filler pair); an episode uses max(k)
 GAP_SECONDS = 0.025
 FADE_MS = 3.0
 FILLER_BANK_OFFSET = 200_000  # AudioOperator episode i: one-shot 200000 + i
-HARD_FILLER_BANK_OFFSET = 300_000  # AudioOperatorHard episode i: one-shots 300000 + 2i (×) and + 2i + 1
+HARD_FILLER_BANK_OFFSET = 300_000  # AudioOperatorHard episode i: one-shots 300000 + 2i and + 2i + 1, × drawn
 
 
 def binary_values() -> set[int]:
@@ -146,8 +146,11 @@ def _episode(hard: bool, ctx: GenContext, spec: TaskSpec, index: int) -> Planned
     voice = voices[int(rng.integers(len(voices)))]
     bank = ctx.sources.one_shots
     if hard:
-        mul_sound = bank.get(HARD_FILLER_BANK_OFFSET + 2 * index)
-        other_sound = bank.get(HARD_FILLER_BANK_OFFSET + 2 * index + 1)
+        pair = [HARD_FILLER_BANK_OFFSET + 2 * index, HARD_FILLER_BANK_OFFSET + 2 * index + 1]
+        # which of the two sounds means ×: drawn per episode (with a fixed order the × sound would always be an
+        # even bank index, so one of 8 of the 16 percussion families, learnable across episodes)
+        ctx.rng(spec.name, index, "mul-sound").shuffle(pair)
+        mul_sound, other_sound = bank.get(pair[0]), bank.get(pair[1])
         other = ("add", "sub")[int(rng.integers(2))]
         sounds = {"mul": mul_sound.wave, other: other_sound.wave}
         names = {"mul": ctx.sound_name(mul_sound), other: ctx.sound_name(other_sound)}
