@@ -106,6 +106,14 @@ BackendFactory = Callable[..., Backend]
 BACKENDS: Registry[BackendFactory] = Registry("backend")
 
 
+def refuse_unknown_options(who: str, options: Mapping[str, object], known: Sequence[str]) -> None:
+    """The one check every backend kind makes of ``--backend-option`` keys; ``who`` starts the message
+    (``"hf backend takes"``, ``"builtin backends take"``)."""
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise AudioICLError(f"{who} no option {', '.join(unknown)} (known: {', '.join(known)})")
+
+
 def register_backend(kind: str) -> Callable[[BackendFactory], BackendFactory]:
     def decorate(factory: BackendFactory) -> BackendFactory:
         return BACKENDS.add(kind, factory)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import AudioICLError
 from . import floors, perceiving, textonly  # noqa: F401  (register their solvers)
-from .base import Backend, GenerationConfig, Request, Response, register_backend
+from .base import Backend, GenerationConfig, Request, Response, refuse_unknown_options, register_backend
 from .solvers import SOLVERS, Solver
 
 OPTIONS = ("seed", "max_clip_seconds")
@@ -49,11 +49,7 @@ def _float_option(options: dict[str, object], key: str) -> float | None:
 
 @register_backend("builtin")
 def make_builtin(name: str, **options: object) -> Backend:
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise AudioICLError(
-            f"builtin backends take no option {', '.join(unknown)} (known: {', '.join(OPTIONS)})"
-        )
+    refuse_unknown_options("builtin backends take", options, OPTIONS)
     seed = int(options.get("seed", 0))  # type: ignore[call-overload]
     solver = SOLVERS.get(name)(seed)
     return BuiltinBackend(f"builtin:{name}", solver, _float_option(options, "max_clip_seconds"))

@@ -34,7 +34,15 @@ import transformers
 from .. import audio
 from ..errors import AudioICLError
 from ..prompts import AudioPart
-from .base import Backend, GenerationConfig, Request, Response, Usage, register_backend
+from .base import (
+    Backend,
+    GenerationConfig,
+    Request,
+    Response,
+    Usage,
+    refuse_unknown_options,
+    register_backend,
+)
 from .rendering import (
     FAMILIES,
     AudioFamily,
@@ -71,11 +79,7 @@ class HFSettings:
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> HFSettings:
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise AudioICLError(
-                f"hf backend takes no option {', '.join(unknown)} (known: {', '.join(OPTIONS)})"
-            )
+        refuse_unknown_options("hf backend takes", options, OPTIONS)
         dtype = str(options.get("dtype", "auto"))
         if dtype not in ("auto", *DTYPES):
             raise AudioICLError(f"backend option dtype must be auto, bf16, fp16 or fp32, got {dtype!r}")

@@ -45,7 +45,15 @@ import httpx
 from .. import audio
 from ..errors import AudioICLError
 from ..prompts import AudioPart, Chat, TextPart, system_family
-from .base import Backend, GenerationConfig, Request, Response, Usage, register_backend
+from .base import (
+    Backend,
+    GenerationConfig,
+    Request,
+    Response,
+    Usage,
+    refuse_unknown_options,
+    register_backend,
+)
 
 OPTIONS = (
     "seed",
@@ -94,11 +102,7 @@ class OpenAISettings:
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> OpenAISettings:
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise AudioICLError(
-                f"openai backend takes no option {', '.join(unknown)} (known: {', '.join(OPTIONS)})"
-            )
+        refuse_unknown_options("openai backend takes", options, OPTIONS)
         base_url = str(options.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
         if not base_url.startswith(("http://", "https://")):
             raise AudioICLError(f"--base-url must start with http:// or https://, got {base_url!r}")

@@ -36,7 +36,16 @@ import vllm
 
 from ..errors import AudioICLError
 from ..prompts import AudioPart
-from .base import Backend, GenerationConfig, Request, Response, Usage, Workload, register_backend
+from .base import (
+    Backend,
+    GenerationConfig,
+    Request,
+    Response,
+    Usage,
+    Workload,
+    refuse_unknown_options,
+    register_backend,
+)
 from .rendering import (
     AudioFamily,
     clip_window_seconds,
@@ -103,11 +112,7 @@ class VLLMSettings:
 
     @classmethod
     def parse(cls, options: Mapping[str, object], workload: Workload | None) -> VLLMSettings:
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise AudioICLError(
-                f"vllm backend takes no option {', '.join(unknown)} (known: {', '.join(OPTIONS)})"
-            )
+        refuse_unknown_options("vllm backend takes", options, OPTIONS)
         dtype = str(options.get("dtype", "auto"))
         if dtype not in DTYPES:
             raise AudioICLError(f"backend option dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
