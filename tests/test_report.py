@@ -236,6 +236,50 @@ def test_cells_say_how_many_episodes_were_error_lines(tmp_path):
         assert "(1 of 4 errors)" in markdown_table(accuracy_table(load_grid(scores)))
 
 
+CLUSTER_DETAIL = (
+    "model,shots,task,accuracy,n,correct,unparsed,errors,ci_low,ci_high,scoring,query_clips,cluster_ci_low,"
+    "cluster_ci_high\r\n"
+    "m,1,AudioRemap,0.500000,4,2,1,1,0.150036,0.849964,original,2,0.000000,1.000000\r\n"
+    "m,1,AudioCount,1.000000,2,2,0,0,0.342372,1.000000,original,2,1.000000,1.000000\r\n"
+)
+
+
+def test_cluster_intervals_come_from_the_detail_csv_and_are_labelled(tmp_path):
+    """``interval="cluster"``: each cell's interval is the cluster bootstrap over query clips (honest where a
+    query clip serves several episodes), read from the detail CSV, and every label says so."""
+    summary = tmp_path / "summary.csv"
+    summary.write_text(
+        "model,shots,task,accuracy,n\r\nm,1,AudioRemap,0.500000,4\r\nm,1,AudioCount,1.000000,2\r\n"
+    )
+    (tmp_path / "summary_detail.csv").write_text(CLUSTER_DETAIL)
+    for scores in (summary, tmp_path / "summary_detail.csv"):
+        grid = load_grid(scores, interval="cluster")
+        rows = accuracy_table(grid).rows
+        assert rows[1].cells[0].text == "50.0% [0.0, 100.0] (1 of 4 errors)"  # the bootstrap's, wider
+        assert rows[0].cells[0].text == "100.0% [34.2, 100.0]"  # Wilson's: the bootstrap's is a point here
+        assert "cluster" in grid.interval_label
+    assert "Wilson" in load_grid(summary).interval_label
+    files = write_report(ReportOptions(scores=summary, out=tmp_path / "r", interval="cluster"))
+    assert "spanning Wilson's and the cluster bootstrap's" in files.markdown.read_text()
+    assert "spanning Wilson&#x27;s and the cluster bootstrap&#x27;s" in files.html.read_text()
+
+
+def test_cluster_intervals_that_the_scores_do_not_hold_are_refused(tmp_path):
+    summary = tmp_path / "summary.csv"
+    summary.write_text("model,shots,task,accuracy,n\r\nm,1,AudioRemap,0.500000,4\r\n")
+    with pytest.raises(AudioICLError, match="no detail CSV") as info:
+        load_grid(summary, interval="cluster")
+    assert info.value.file == str(summary)
+    (tmp_path / "summary_detail.csv").write_text(
+        CLUSTER_DETAIL.replace("original,2,0.000000,1.000000", "original,unknown,,")
+    )
+    with pytest.raises(AudioICLError, match="query clips .* unknown .*--data") as info:
+        load_grid(summary, interval="cluster")
+    assert info.value.line == 2 and "AudioRemap" in str(info.value)
+    with pytest.raises(AudioICLError, match="interval must be wilson or cluster"):
+        load_grid(summary, interval="bayes")
+
+
 @pytest.mark.parametrize(
     ("content", "line", "words"),
     [

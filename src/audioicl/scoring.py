@@ -40,8 +40,9 @@ ANOMALY_TASK = "AnomalyDetect"
 REMAP_TASK = "AudioRemap"
 REMAP_LENGTH = 3
 SUMMARY_HEADER = ("model", "shots", "task", "accuracy", "n")
-DETAIL_HEADER = (*SUMMARY_HEADER, "correct", "unparsed", "errors", "ci_low", "ci_high", "scoring")
-DETAIL_HEADER += ("query_clips", "cluster_ci_low", "cluster_ci_high")
+DETAIL_COUNTS = ("correct", "unparsed", "errors")
+DETAIL_CLUSTERS = ("query_clips", "cluster_ci_low", "cluster_ci_high")
+DETAIL_HEADER = (*SUMMARY_HEADER, *DETAIL_COUNTS, "ci_low", "ci_high", "scoring", *DETAIL_CLUSTERS)
 BOOTSTRAP_DRAWS = 2000
 UNKNOWN_CLIPS = "unknown"
 
@@ -655,8 +656,8 @@ def write_per_example(folder: Path, scoring: Scoring, *, keep_text: bool = False
 
 
 def read_summary(path: Path) -> list[SummaryRow]:
-    """Rows of a summary CSV (or of a detail CSV, which adds correct, unparsed and, since it was added,
-    errors), in file order."""
+    """Rows of a summary CSV (or of a detail CSV, which adds correct, unparsed and, since they were added,
+    errors, the query clips and the cluster interval), in file order."""
     path = Path(path)
     try:
         handle = path.open(newline="", encoding="utf-8")
@@ -669,10 +670,18 @@ def read_summary(path: Path) -> list[SummaryRow]:
             raise AudioICLError(
                 f"not a summary CSV: header must start {','.join(SUMMARY_HEADER)}", file=str(path)
             )
-        extra = {name: header.index(name) for name in ("correct", "unparsed", "errors") if name in header}
+        extra = {name: header.index(name) for name in (*DETAIL_COUNTS, *DETAIL_CLUSTERS) if name in header}
 
         def count(record: list[str], name: str) -> int | None:
             return int(record[extra[name]]) if name in extra else None
+
+        def clips(record: list[str]) -> int | None:
+            known = "query_clips" in extra and record[extra["query_clips"]] != UNKNOWN_CLIPS
+            return count(record, "query_clips") if known else None
+
+        def cluster(record: list[str]) -> tuple[float, float] | None:
+            low, high = (record[extra[name]] if name in extra else "" for name in DETAIL_CLUSTERS[1:])
+            return (float(low), float(high)) if low and high else None
 
         rows = []
         for record in reader:
@@ -690,6 +699,8 @@ def read_summary(path: Path) -> list[SummaryRow]:
                         count(record, "correct"),
                         count(record, "unparsed"),
                         count(record, "errors"),
+                        clips(record),
+                        cluster(record),
                     )
                 )
             except (ValueError, IndexError):

@@ -7,6 +7,7 @@ from pathlib import Path
 from ..cli import command
 from ..errors import AudioICLError
 from ..report import DEFAULT_AUDIO_BUDGET, FLOOR_MODEL, ReportOptions, write_report
+from ..report.accuracy import INTERVALS
 
 
 def _add(sub):
@@ -15,8 +16,9 @@ def _add(sub):
         help="plots, a markdown table and an HTML page from scores",
         description=(
             "Write accuracy-vs-shots plots (one PNG per task and an overview), report.md (accuracy table with "
-            "95% Wilson intervals) and a self-contained report.html. With --results, the page also shows a "
-            "few example episodes per task with their audio, prompt and each model's response."
+            "95% intervals: Wilson, or with --interval cluster also spanning the cluster bootstrap over query "
+            "clips) and a self-contained report.html. With --results, the page also shows a few example "
+            "episodes per task with their audio, prompt and each model's response."
         ),
     )
     p.add_argument("--scores", type=Path, required=True, help="summary CSV written by 'audioicl score'")
@@ -42,6 +44,14 @@ def _add(sub):
         help=f"the model drawn as the text-only floor, not as a model (default {FLOOR_MODEL}, the results of "
         "builtin:text-only)",
     )
+    p.add_argument(
+        "--interval",
+        choices=tuple(INTERVALS),
+        default="wilson",
+        help="the 95%% interval drawn and tabled: wilson (episodes independent; default) or cluster (spanning "
+        "Wilson's and the cluster bootstrap's over query clips from the detail CSV, wider where a query clip "
+        "serves several episodes; needs scores made with the query clips known)",
+    )
     return p
 
 
@@ -60,6 +70,7 @@ def run(args) -> int:
             examples=args.examples,
             audio_budget=int(args.audio_budget_mb * 1e6),
             floor=args.floor,
+            interval=args.interval,
         )
     )
     print(f"wrote {files.html} ({files.audio_bytes / 1e6:.1f} MB of audio embedded)")

@@ -32,6 +32,7 @@ class ReportOptions:
     examples: int = 3
     audio_budget: int = DEFAULT_AUDIO_BUDGET
     floor: str = FLOOR_MODEL  # the model drawn as the text-only floor
+    interval: str = "wilson"  # accuracy.INTERVALS
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def markdown_report(grid: AccuracyGrid, scores: Path, plots: dict[str, Path], ov
     plot_links = "\n\n".join(f"![{task or '(no task)'}]({path.name})" for task, path in plots.items())
     return (
         "# AudioICL-Bench report\n\n"
-        f"Scores: `{scores}`. Accuracy with its 95% Wilson interval; rows are tasks, columns model × shots (k); "
+        f"Scores: `{scores}`. Accuracy with its {grid.interval_label}; rows are tasks, columns model × shots (k); "
         "the last row is the unweighted mean of the task accuracies.\n\n"
         f"{markdown_table(accuracy_table(grid))}\n"
         f"## Chance levels and the text-only floor\n\n{floor_note}{chance_notes}\n\n"
@@ -81,7 +82,7 @@ def write_report(options: ReportOptions) -> ReportFiles:
     # matplotlib costs ~0.5 s of import: only a run that writes a report pays it
     from .plots import overview_figure, task_figure
 
-    grid = load_grid(options.scores, options.floor)
+    grid = load_grid(options.scores, options.floor, options.interval)
     options.out.mkdir(parents=True, exist_ok=True)
 
     plots: dict[str, Path] = {}
@@ -129,6 +130,7 @@ def write_report(options: ReportOptions) -> ReportFiles:
         sections,
         note,
         FLOOR_NOTE if grid.floor else "",
+        grid.interval_label,
     )
     html_path = options.out / "report.html"
     write_atomic(html_path, render_page(page, with_examples))

@@ -1,6 +1,6 @@
-"""The numbers a report shows: accuracy per (model, shots, task) with Wilson intervals, chance levels, and the
-text-only floor (the results of ``builtin:text-only``, model ``text-only``: what the prompt's text alone
-scores), which the report draws apart from the models."""
+"""The numbers a report shows: accuracy per (model, shots, task) with Wilson (or cluster) intervals, chance
+levels, and the text-only floor (the results of ``builtin:text-only``, model ``text-only``: what the prompt's
+text alone scores), which the report draws apart from the models."""
 
 from __future__ import annotations
 
@@ -14,12 +14,20 @@ from ..tasks import TASKS, task_names
 from ..tasks.remap import PATTERNS
 
 FLOOR_MODEL = "text-only"  # builtin:text-only's model name in result files and summaries
+# the interval a report draws: Wilson treats the n episodes as independent; ``cluster`` spans both Wilson's
+# and the cluster bootstrap's over query clips (from the detail CSV), which is wider where a query clip serves
+# several episodes (a bootstrap alone collapses to a point at 0 % or 100 %)
+INTERVALS = {
+    "wilson": "95% Wilson interval",
+    "cluster": "95% interval spanning Wilson's and the cluster bootstrap's over query clips",
+}
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One summary row: accuracy over ``n`` results and its 95% Wilson interval; ``errors``: how many of the n
-    are error lines (episodes the run could not ask, counted as wrong), None when the scores do not say."""
+    """One summary row: accuracy over ``n`` results and its 95% interval (``AccuracyGrid.interval``);
+    ``errors``: how many of the n are error lines (episodes the run could not ask, counted as wrong), None
+    when the scores do not say."""
 
     accuracy: float
     n: int
@@ -52,6 +60,11 @@ class AccuracyGrid:
     tasks: tuple[str, ...]
     cells: Mapping[tuple[str, int, str], Cell]
     floor: str | None = None  # the model whose results are the text-only floor, when the summary has it
+    interval: str = "wilson"  # which of INTERVALS the cells hold
+
+    @property
+    def interval_label(self) -> str:
+        return INTERVALS[self.interval]
 
     @property
     def lines(self) -> tuple[str, ...]:
@@ -83,19 +96,59 @@ def _read(path: Path) -> list[SummaryRow]:
         raise
 
 
-def load_grid(path: Path, floor: str = FLOOR_MODEL) -> AccuracyGrid:
+def load_grid(path: Path, floor: str = FLOOR_MODEL, interval: str = "wilson") -> AccuracyGrid:
     """The summary CSV as a grid; errors name the file and line (a bad header is line 1). Error-line counts
-    come from the CSV when it is a detail CSV, else from the detail CSV beside it (``<stem>_detail.csv``).
-    ``floor``: the model drawn as the text-only floor, if present."""
+    and cluster intervals come from the CSV when it is a detail CSV, else from the detail CSV beside it
+    (``<stem>_detail.csv``). ``floor``: the model drawn as the text-only floor, if present; ``interval``: one
+    of ``INTERVALS``."""
+    if interval not in INTERVALS:
+        raise AudioICLError(f"interval must be wilson or cluster, got {interval!r}")
     rows = _read(path)
+    detail = _detail_rows(path, rows)
+    if interval == "cluster":
+        _check_clusters(path, detail)
+    if detail is not None and detail[0] != path:
+        known = {(r.model, r.shots, r.task): r for r in detail[1]}
+        rows = [_with_detail(row, known.get((row.model, row.shots, row.task))) for row in rows]
+    return grid_from_rows(rows, str(path), floor, interval)
+
+
+def _detail_rows(path: Path, rows: list[SummaryRow]) -> tuple[Path, list[SummaryRow]] | None:
+    """The detail CSV's rows and where they come from: ``path`` itself when it is one, else the file beside it."""
+    if rows and all(row.errors is not None for row in rows):
+        return path, rows
     beside = detail_path(path)
-    if any(row.errors is None for row in rows) and beside.is_file():
-        errors = {(r.model, r.shots, r.task): r.errors for r in _read(beside)}
-        rows = [replace(row, errors=errors.get((row.model, row.shots, row.task))) for row in rows]
-    return grid_from_rows(rows, str(path), floor)
+    return (beside, _read(beside)) if beside.is_file() else None
 
 
-def grid_from_rows(rows: list[SummaryRow], source: str, floor: str = FLOOR_MODEL) -> AccuracyGrid:
+def _with_detail(row: SummaryRow, detail: SummaryRow | None) -> SummaryRow:
+    if detail is None:
+        return row
+    return replace(row, errors=detail.errors, cluster_interval=detail.cluster_interval)
+
+
+def _check_clusters(path: Path, detail: tuple[Path, list[SummaryRow]] | None) -> None:
+    """Cluster intervals are asked for: every row of the detail CSV must hold one."""
+    if detail is None:
+        raise AudioICLError(
+            f"cluster intervals are in the detail CSV that 'audioicl score' writes, and there is no detail CSV "
+            f"beside this summary ({detail_path(path).name})",
+            file=str(path),
+        )
+    source, rows = detail
+    for index, row in enumerate(rows, start=1):
+        if row.cluster_interval is None:
+            raise AudioICLError(
+                f"the query clips of model {row.model!r}, k={row.shots}, {row.task} are unknown (its result "
+                "lines name no audio_paths): score again with --data ROOT for cluster intervals",
+                file=str(source),
+                line=index + 1,
+            )
+
+
+def grid_from_rows(
+    rows: list[SummaryRow], source: str, floor: str = FLOOR_MODEL, interval: str = "wilson"
+) -> AccuracyGrid:
     if not rows:
         raise AudioICLError("summary has a header but no rows", file=source, line=2)
     cells: dict[tuple[str, int, str], Cell] = {}
@@ -113,7 +166,15 @@ def grid_from_rows(rows: list[SummaryRow], source: str, floor: str = FLOOR_MODEL
                 f"(got accuracy {row.accuracy}, n {row.n}, shots {row.shots})",
                 **where,
             )
-        low, high = row.interval()
+        if interval == "cluster":
+            if row.cluster_interval is None:
+                raise AudioICLError(
+                    f"data row {index}: the detail CSV holds no cluster interval for it", **where
+                )
+            wilson = row.interval()
+            low, high = min(wilson[0], row.cluster_interval[0]), max(wilson[1], row.cluster_interval[1])
+        else:
+            low, high = row.interval()
         cells[key] = Cell(row.accuracy, row.n, low, high, row.errors)
     models = tuple(sorted({row.model for row in rows}))
     return AccuracyGrid(
@@ -122,6 +183,7 @@ def grid_from_rows(rows: list[SummaryRow], source: str, floor: str = FLOOR_MODEL
         tasks=order_tasks({row.task for row in rows}),
         cells=cells,
         floor=floor if floor in models else None,
+        interval=interval,
     )
 
 

@@ -36,7 +36,8 @@ FLOOR_LABEL = "text-only floor"
 
 
 def _draw_task(ax: Axes, grid: AccuracyGrid, task: str, colors: dict[str, str]) -> None:
-    """One line per model with 95% Wilson error bars and a faint band between them; the floor apart."""
+    """One line per model with error bars (the grid's interval) and a faint band between them; the floor
+    apart."""
     for index, model in enumerate(grid.lines):
         points = [(k, c) for k in grid.shots if (c := grid.cell(model, k, task)) is not None]
         if not points:
@@ -100,7 +101,7 @@ def task_figure(grid: AccuracyGrid, task: str) -> bytes:
     _draw_chance(ax, chance)
     _style(ax, grid, task)
     ax.set_xlabel("shots (k)")
-    ax.set_ylabel("accuracy (95% Wilson interval)")
+    ax.set_ylabel(f"accuracy ({grid.interval_label})")
     ax.legend(loc="best", fontsize="small")
     floor = "; dotted: text-only floor (the prompt without its audio)" if grid.floor else ""
     fig.supxlabel(f"dashed: chance level ({chance.note}){floor}", fontsize="x-small", color="0.35")
@@ -138,6 +139,6 @@ def overview_figure(grid: AccuracyGrid) -> bytes:
         names,
         loc="outside lower center",
         ncols=min(len(handles), 4),
-        title="models (bars: 95% Wilson interval; dashed: chance level; dotted: text-only floor)",
+        title=f"models (bars: {grid.interval_label}; dashed: chance level; dotted: text-only floor)",
     )
     return _png(fig)
