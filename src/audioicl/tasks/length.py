@@ -263,9 +263,10 @@ _HARD_RECIPE = (
 )
 _DIFFERENCES = (
     "Silence is exact digital zeros and the noise floor covers only the non-silent part. Fragments come from "
-    "the synthesized one-shot bank unless `--source one-shots=DIR` is given. No padding: a clip's duration is "
-    "exactly its label's (the original's inference padded clips to the longest in the batch). File names are "
-    "opaque tokens (`--file-names original`: `<L>_<idx>.wav`, `<L-s>_<s>_<idx>.wav`, which hold the label)."
+    "the synthesized one-shot bank unless `--source one-shots=DIR` is given. No padding: a clip lasts "
+    "exactly its L seconds (AudioLength's label; AudioLengthHard's label is L - s), where the original's "
+    "inference padded clips to the longest in the batch. File names are opaque tokens (`--file-names "
+    "original`: `<L>_<idx>.wav`, `<L-s>_<s>_<idx>.wav`, which hold the label)."
 )
 
 _INSTRUCTION = (
