@@ -180,6 +180,21 @@ def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
+def tiny_backends(tiny_checkpoints):
+    """family → the ``hf`` backend with its default options around the tiny checkpoint, fp32 on the CPU;
+    shared by the session (a test that needs other options builds its own)."""
+    from audioicl.backends import load_backend
+
+    loaded = {
+        name: load_backend(f"hf:{path}", dtype="fp32", device="cpu")
+        for name, path in tiny_checkpoints.items()
+    }
+    yield loaded
+    for backend in loaded.values():
+        backend.close()
+
+
+@pytest.fixture(scope="session")
 def tiny_thinker_checkpoints(tmp_path_factory) -> dict[str, Path]:
     """Omni family → thinker-only tiny checkpoint (the other layout a backend must load); same weights."""
     for module in ("torch", "transformers", "torchvision"):

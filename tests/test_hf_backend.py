@@ -33,16 +33,10 @@ def quiet(_: str) -> None:
     pass
 
 
-@pytest.fixture(scope="module")
-def backends(tiny_checkpoints):
-    """family → loaded backend (fp32, CPU), shared by this module's tests."""
-    loaded = {
-        name: load_backend(f"hf:{tiny_checkpoints[name]}", dtype="fp32", device="cpu")
-        for name in FAMILY_NAMES
-    }
-    yield loaded
-    for backend in loaded.values():
-        backend.close()
+@pytest.fixture
+def backends(tiny_backends):
+    """family → loaded backend (fp32, CPU), shared by the session's tests."""
+    return tiny_backends
 
 
 def requests_for(dataset: Path, k: int = 2, family: str = "default") -> list[Request]:
@@ -239,8 +233,47 @@ def test_each_clip_is_extracted_once(backends, tiny_dataset, family):
     assert backend.features.misses == len(distinct)
 
 
-def test_out_of_memory_halves_the_batch_down_to_one(backends, tiny_dataset, monkeypatch):
+def test_the_checkpoints_own_generation_settings_do_not_change_greedy_answers(
+    backends, tiny_checkpoints, tiny_dataset, tmp_path
+):
+    """A real checkpoint's generation_config.json may hold sampling and penalty settings (Qwen2-Audio-Instruct's
+    has a repetition penalty and top-p): transformers' ``generate`` would apply them, the reuse path and vLLM
+    do not, and the protocol is plain greedy. They are set aside, and recorded."""
+    folder = tmp_path / "with-settings"
+    shutil.copytree(tiny_checkpoints["qwen2-audio"], folder)
+    settings = json.loads((folder / "generation_config.json").read_text())
+    settings |= {
+        "repetition_penalty": 1.5,
+        "no_repeat_ngram_size": 1,
+        "top_p": 0.5,
+        "top_k": 3,
+        "do_sample": True,
+    }
+    (folder / "generation_config.json").write_text(json.dumps(settings))
+    requests = requests_for(tiny_dataset, k=1, family=backends["qwen2-audio"].family)[:6]
+    config = GenerationConfig(max_new_tokens=8, batch_size=3)
+    expected = [r.text for r in backends["qwen2-audio"].generate(requests, config)]
+    for reuse in ("off", "prefix"):
+        backend = load_backend(f"hf:{folder}", dtype="fp32", device="cpu", reuse=reuse)
+        assert [r.text for r in backend.generate(requests, config)] == expected, reuse
+        set_aside = backend.info["generation_config_set_aside"]
+        assert set_aside["repetition_penalty"] == 1.5 and set_aside["no_repeat_ngram_size"] == 1
+        backend.close()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_generate_samples_at_temperature_alone(backends, temperature):
+    """Sampling is plain temperature sampling (as vLLM's): transformers would add a top-k of 50 to an
+    argument left unset."""
     backend = backends["qwen2-audio"]
+    kwargs = backend._generation_kwargs(GenerationConfig(max_new_tokens=4, temperature=temperature))
+    resolved, _ = backend.model._prepare_generation_config(None, **kwargs)
+    assert resolved.do_sample is (temperature > 0)
+    assert resolved.top_k in (0, None) and resolved.top_p == 1.0 and resolved.repetition_penalty == 1.0
+
+
+def test_out_of_memory_halves_the_batch_down_to_one(tiny_checkpoints, tiny_dataset, monkeypatch):
+    backend = load_backend(f"hf:{tiny_checkpoints['qwen2-audio']}", dtype="fp32", device="cpu", reuse="off")
     requests = requests_for(tiny_dataset, k=1, family=backend.family)[:5]
     expected = [r.text for r in backend.generate(requests, GenerationConfig(max_new_tokens=4, batch_size=1))]
     real = backend._generate_batch
@@ -263,7 +296,7 @@ def test_out_of_memory_halves_the_batch_down_to_one(backends, tiny_dataset, monk
 
     monkeypatch.setattr(backend, "_generate_batch", always)
     failed = backend.generate(requests[:2], GenerationConfig(max_new_tokens=4, batch_size=8))
-    assert all(r.text is None and "out of memory on one prompt" in r.error for r in failed)
+    assert all(r.text is None and "out of memory on the smallest batch" in r.error for r in failed)
 
 
 def test_a_prompt_the_processor_refuses_fails_alone(backends, tiny_dataset):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .backends.base import answer_options
 from .errors import AudioICLError, refuse_duplicate_ids
 from .files import write_atomic
 from .meta import find_meta_files, iter_meta
@@ -98,11 +99,18 @@ def record_shard(record: Record) -> str | None:
     return (record.get("selection") or {}).get("shard")
 
 
+def _answer_settings(record: Record) -> dict[str, Any]:
+    settings = dict(record.get("settings") or {})
+    if "backend_options" in settings:
+        settings["backend_options"] = answer_options(record.get("model") or "", settings["backend_options"])
+    return settings
+
+
 def record_conflicts(old: Record, new: Record) -> list[str]:
-    """``key: was X, now Y`` for each recorded fact that changes what a result line says: the settings, the
-    data root, the dataset fingerprint, the downloaded repo and commit, and the meta file of any k both records
-    have run."""
-    old_settings, new_settings = old.get("settings") or {}, new.get("settings") or {}
+    """``key: was X, now Y`` for each recorded fact that changes what a result line says: the settings (of the
+    backend options, those that are not ``EXECUTION_OPTIONS``), the data root, the dataset fingerprint, the
+    downloaded repo and commit, and the meta file of any k both records have run."""
+    old_settings, new_settings = (_answer_settings(record) for record in (old, new))
     pairs = {
         key: (old_settings.get(key), new_settings.get(key))
         for key in old_settings.keys() | new_settings.keys()

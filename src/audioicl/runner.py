@@ -25,16 +25,17 @@ unless ``retry_errors`` removes them first so that their episodes run again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from tqdm import tqdm
 
 from . import __version__
@@ -279,7 +280,8 @@ def _dataset_fingerprint(data: Path) -> str | None:
 
 
 def _settings(options: RunOptions) -> dict[str, Any]:
-    """The options that change what a result line says; a resumed run must use the same ones."""
+    """The options that change what a result line says; a resumed run must use the same ones (all backend
+    options are recorded; ``record_conflicts`` leaves out those that only change how answers are computed)."""
     settings: dict[str, Any] = {
         "model": options.model,
         "style": options.style,
@@ -321,6 +323,7 @@ def _run_record(options: RunOptions, metas: Mapping[int, Path], sidecar: Sidecar
                 "tasks": list(options.tasks) if options.tasks else None,
                 "limit": options.limit,
                 "batch_size": options.batch_size,
+                "backend_options": dict(sorted(options.backend_options.items())),
                 "retry_errors": options.retry_errors,
                 "audioicl_version": __version__,
                 **({"k0_from": metas[0].name} if 0 in metas and k_of(metas[0]) != 0 else {}),
@@ -373,11 +376,11 @@ def _update_run_record(folder: Path, record: Record, write: bool = True) -> None
 
 
 def audio_sha256(chat: Chat) -> str:
-    """Digest of the audio the model hears: for each part in order, its rate and float32 samples."""
+    """Digest of the audio the model hears: over each part's content digest (``AudioPart.digest``, a hash
+    of its rate and float32 samples), in order."""
     digest = hashlib.sha256()
     for part in chat.audio_parts():
-        digest.update(int(part.sr).to_bytes(4, "little"))
-        digest.update(np.ascontiguousarray(part.wave, dtype="<f4").tobytes())
+        digest.update(part.digest.encode())
     return digest.hexdigest()
 
 
@@ -522,11 +525,20 @@ def _generate(
     return list(responses), None
 
 
-def run_window(
-    maker: PromptMaker, backend: Backend, config: GenerationConfig, window: Sequence[Work]
-) -> tuple[list[Result], str | None]:
-    """Result lines for ``window`` (in its order) and the error of a backend call that raised, if any."""
-    model = maker.options.model
+@dataclass
+class PreparedWindow:
+    """A window's prompts, built: every work item's prepared prompt (or its problem), and the requests of
+    those that have one, their chats padded as the run asks."""
+
+    prepared: list[_Prepared]
+    ok: list[_Prepared]
+    chats: list[Chat]
+    requests: list[Request]
+
+
+def prepare_window(maker: PromptMaker, backend: Backend, window: Sequence[Work]) -> PreparedWindow:
+    """Build ``window``'s prompts, and let a backend that can (``prefetch``) prepare its own side of them:
+    the runner does this for the next window while the backend answers the current one."""
     prepared = [maker.prepare(work) for work in window]
     ok = [p for p in prepared if p.prompt is not None]
     chats = pad_chats([p.prompt.chat for p in ok if p.prompt is not None], maker.options.pad)
@@ -534,12 +546,33 @@ def run_window(
         Request(p.work.key, p.work.episode.id, p.work.episode.task, p.work.k, chat)
         for p, chat in zip(ok, chats, strict=True)
     ]
+    prefetch = getattr(backend, "prefetch", None)
+    if prefetch is not None and requests:
+        with contextlib.suppress(Exception):  # ahead of time only: generate prepares again, and reports
+            prefetch(requests)
+    return PreparedWindow(prepared, ok, chats, requests)
+
+
+def run_window(
+    maker: PromptMaker,
+    backend: Backend,
+    config: GenerationConfig,
+    window: Sequence[Work],
+    built: PreparedWindow | None = None,
+) -> tuple[list[Result], str | None]:
+    """Result lines for ``window`` (in its order) and the error of a backend call that raised, if any.
+    ``built``: the window already prepared (``prepare_window``)."""
+    model = maker.options.model
+    built = built or prepare_window(maker, backend, window)
+    requests = built.requests
     started = time.perf_counter()
     responses, call_error = _generate(backend, requests, config) if requests else ([], None)
     seconds = (time.perf_counter() - started) / max(len(requests), 1)
-    answered = {id(p): (chat, response) for p, chat, response in zip(ok, chats, responses, strict=True)}
+    answered = {
+        id(p): (chat, response) for p, chat, response in zip(built.ok, built.chats, responses, strict=True)
+    }
     results = []
-    for p in prepared:
+    for p in built.prepared:
         if id(p) not in answered:
             results.append(error_line(p.work, model, p.error or "unknown error"))
             continue
@@ -555,9 +588,17 @@ def run_window(
 # --------------------------------------------------------------------------- the run
 
 
-def _windows(items: Sequence[Work], size: int) -> Iterator[Sequence[Work]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def windows(items: Sequence[Work], size: int, whole_episodes: bool = False) -> Iterator[Sequence[Work]]:
+    """``items`` in windows of ``size``; with ``whole_episodes``, a window runs on to the end of the episode
+    it would cut (episode-major order keeps an episode's k prompts next to each other), so the prompts
+    that share a prefix reach the backend together."""
+    start = 0
+    while start < len(items):
+        end = min(start + size, len(items))
+        while whole_episodes and end < len(items) and items[end].episode.id == items[end - 1].episode.id:
+            end += 1
+        yield items[start:end]
+        start = end
 
 
 def order_work(pending: Mapping[int, Sequence[Episode]], order: RunOrder) -> list[Work]:
@@ -727,13 +768,24 @@ def _run_all(
     )
     work = order_work(pending, options.order)
     window_size = options.window or options.batch_size * WINDOW_BATCHES
+    whole_episodes = options.order == "episode"
     if options.pad == "batch":  # the original padded each batch to its longest clip: one batch per call
-        window_size = options.batch_size
+        window_size, whole_episodes = options.batch_size, False
     failed_in_a_row = 0
+    parts = list(windows(work, window_size, whole_episodes))
     try:
-        with tqdm(total=len(work), desc="prompts", unit="prompt", disable=None) as bar:
-            for window in _windows(work, window_size):
-                results, call_error = run_window(maker, backend, config, window)
+        with (
+            tqdm(total=len(work), desc="prompts", unit="prompt", disable=None) as bar,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="audioicl-prepare") as ahead,
+        ):
+            # the next window's prompts are built while the backend answers this one
+            upcoming = ahead.submit(prepare_window, maker, backend, parts[0]) if parts else None
+            for index, window in enumerate(parts):
+                assert upcoming is not None
+                built = upcoming.result()
+                if index + 1 < len(parts):
+                    upcoming = ahead.submit(prepare_window, maker, backend, parts[index + 1])
+                results, call_error = run_window(maker, backend, config, window, built)
                 for k in sorted({item.k for item in window}):
                     lines = [r for item, r in zip(window, results, strict=True) if item.k == k]
                     logs[k].append(lines)

@@ -104,7 +104,9 @@ def test_a_bad_key_stops_the_run(tiny_dataset, tmp_path):
         server.stop()
     assert proc.returncode == 2
     assert "failed 3 calls in a row" in proc.stderr and "HTTP 401" in proc.stderr
-    assert len({messages_digest(e.body["messages"]) for e in server.log}) <= 3 * 4  # it stopped early
+    # it stopped after three failed windows; a window of 4 runs on to the end of the episode it cuts
+    # (3 k files: at most 2 more prompts)
+    assert len({messages_digest(e.body["messages"]) for e in server.log}) <= 3 * (4 + 2)
 
 
 def test_base_url_flag_and_option_must_agree(tiny_dataset, tmp_path):
@@ -113,3 +115,28 @@ def test_base_url_flag_and_option_must_agree(tiny_dataset, tmp_path):
         "--base-url", "http://127.0.0.1:1/v1", "-o", "base_url=http://127.0.0.1:2/v1",
     )  # fmt: skip
     assert proc.returncode == 2 and "disagree" in proc.stderr
+
+
+def test_a_run_resumes_with_other_concurrency_and_timeouts_but_not_another_server(tiny_dataset, tmp_path):
+    """Lowering the concurrency after a rate limit, or raising the timeout, changes how the answers are
+    fetched, not what they are: the resumed run is taken. Another server is another model's answers."""
+    server = ChatServer(plan=lambda digest, attempt: None).start()
+    out = tmp_path / "r"
+    common = ["run", "--data", tiny_dataset, "--model", "openai:m", "--base-url", server.url, "--out", out]
+    try:
+        first = audioicl(*common, "--limit", "1", "-o", "concurrency=8", "-o", "timeout=5")
+        assert first.returncode == 0, first.stderr
+        second = audioicl(*common, "-o", "concurrency=1", "-o", "max_retries=9")
+        assert second.returncode == 0, second.stderr
+        elsewhere = audioicl(*common[:6], "http://127.0.0.1:9/v1", *common[7:])
+    finally:
+        server.stop()
+    assert elsewhere.returncode == 2 and "base_url" in elsewhere.stderr
+    for k in (1, 2, 3):
+        ids = [line["id"] for line in lines(out / f"m_results_k{k}.jsonl")]
+        assert len(ids) == len(set(ids)) == TASKS * PER_TASK
+    record = json.loads((out / "m_run.json").read_text())
+    assert [run["backend_options"] for run in record["runs"]] == [
+        {"base_url": server.url, "concurrency": "8", "timeout": "5"},
+        {"base_url": server.url, "concurrency": "1", "max_retries": "9"},
+    ]

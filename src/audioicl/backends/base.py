@@ -106,6 +106,23 @@ BackendFactory = Callable[..., Backend]
 BACKENDS: Registry[BackendFactory] = Registry("backend")
 
 
+# Backend options that change how the answers are computed or fetched, not what they are: a resumed run, or
+# another shard, may set them otherwise (``results.record_conflicts``). The ``hf`` ones give the same answers
+# in fp32 (tests/test_reuse.py); in bf16 they move the numbers no more than the batch size does.
+EXECUTION_OPTIONS: Mapping[str, frozenset[str]] = {
+    "hf": frozenset({"cache", "reuse", "encoder"}),
+    "openai": frozenset({"concurrency", "timeout", "max_retries", "backoff", "max_backoff"}),
+    "vllm": frozenset({"gpu_memory_utilization", "enforce_eager", "distributed_executor_backend"}),
+}
+
+
+def answer_options(model: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` of a ``model`` spec's backend without its ``EXECUTION_OPTIONS``: those that may change
+    what a result line says."""
+    execution = EXECUTION_OPTIONS.get(model.partition(":")[0], frozenset())
+    return {key: value for key, value in options.items() if key not in execution}
+
+
 def refuse_unknown_options(who: str, options: Mapping[str, object], known: Sequence[str]) -> None:
     """The one check every backend kind makes of ``--backend-option`` keys; ``who`` starts the message
     (``"hf backend takes"``, ``"builtin backends take"``)."""

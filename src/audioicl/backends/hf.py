@@ -10,22 +10,31 @@ Each request's chat is rendered by ``rendering.render_chat`` (the family's place
 chat template), the clips go to the processor at its sampling rate, and the processor's expansion of the
 placeholders is checked against the clips. A window of requests is sorted by length (audio, then text) and
 run in micro-batches of ``GenerationConfig.batch_size`` with left padding; responses come back in request
-order. Greedy by default. A micro-batch that runs out of GPU memory is halved and retried, down to one
-prompt; a prompt that still fails (or cannot be rendered or processed) gets an error response.
+order. Greedy by default, plain argmax on every path: the checkpoint's own generation settings (a repetition
+penalty, top-p, ...) are set aside and recorded in the backend info. A micro-batch that runs out of GPU
+memory is halved and retried, down to one prompt; a prompt that still fails (or cannot be rendered or
+processed) gets an error response.
 
 Options (``--backend-option KEY=VALUE``): ``dtype`` auto|bf16|fp16|fp32 (auto: bf16 on a GPU that has it,
 else fp32), ``device`` (auto: cuda when there is one, else cpu; or cuda:1, cpu ...), ``attn``
 sdpa|flash_attention_2|eager, ``trust_remote_code`` true|false (false unless asked), ``cache`` dynamic|static
-(transformers' KV cache: static preallocates instead of growing by concatenation).
+(transformers' KV cache of ``reuse=off``: static preallocates instead of growing by concatenation),
+``encoder`` valid|window (the reuse path's Qwen2-Audio encoder over each clip's valid frames, the
+default, or over the whole 30 s window as its own forward does: the kept outputs are the same either way, the
+padding being masked out of attention), ``reuse`` off|audio|prefix (``reuse``'s module: prefix, the default
+where the family has it, encodes each clip once and computes the prefix an episode's k prompts share once;
+audio only the first; off runs transformers' ``generate`` on every prompt from scratch; sampling always runs
+``generate``).
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -55,12 +64,30 @@ from .rendering import (
     render_chat,
     stop_token_ids,
 )
+from .reuse import (
+    ENCODER_WINDOWS,
+    PARTS,
+    REUSE_MODES,
+    EmbeddingCache,
+    ModelParts,
+    Row,
+    batches,
+    generate_rows,
+    pack,
+    token_sequence,
+)
 
-OPTIONS = ("seed", "dtype", "device", "attn", "trust_remote_code", "cache")
+OPTIONS = ("seed", "dtype", "device", "attn", "trust_remote_code", "cache", "reuse", "encoder")
 CACHES = ("dynamic", "static")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ATTENTION = ("sdpa", "flash_attention_2", "eager")
 PREFETCH_CLIPS = 64  # clips per processor call when extracting ahead
+ENCODE_CLIPS = 32  # clips per audio encoder call of the reuse path
+# A trimmed extraction pads a call's clips with this many zero samples past the longest instead of to the
+# window (and keeps this many frames past each clip's valid ones): every frame the encoder's kept outputs
+# read then comes out as over the whole window (tests/test_reuse.py compares them).
+TRIM_MARGIN_SAMPLES = 4000
+TRIM_KEEP_FRAMES = 8
 GENERIC_AUTO_CLASSES = (
     "AutoModelForMultimodalLM",
     "AutoModelForImageTextToText",
@@ -76,6 +103,8 @@ class HFSettings:
     trust_remote_code: bool = False
     seed: int = 0
     cache: str = "dynamic"
+    reuse: str | None = None  # None: prefix where the family has the reuse path, else off
+    encoder: str = "valid"
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> HFSettings:
@@ -89,6 +118,18 @@ class HFSettings:
         cache = str(options.get("cache", "dynamic"))
         if cache not in CACHES:
             raise AudioICLError(f"backend option cache must be dynamic or static, got {cache!r}")
+        reuse = options.get("reuse")
+        if reuse is not None and str(reuse) not in REUSE_MODES:
+            raise AudioICLError(f"backend option reuse must be off, audio or prefix, got {reuse!r}")
+        if reuse not in (None, "off") and attn == "flash_attention_2":
+            raise AudioICLError(
+                "backend option reuse=audio|prefix needs attn=sdpa or eager (its masks are 4D)"
+            )
+        if cache != "dynamic" and reuse not in ("off",):
+            raise AudioICLError("backend option cache applies to reuse=off (transformers' generate)")
+        encoder = str(options.get("encoder", "valid"))
+        if encoder not in ENCODER_WINDOWS:
+            raise AudioICLError(f"backend option encoder must be valid or window, got {encoder!r}")
         remote = str(options.get("trust_remote_code", "false")).lower()
         if remote not in ("true", "false", "1", "0", "yes", "no"):
             raise AudioICLError(f"backend option trust_remote_code must be true or false, got {remote!r}")
@@ -99,7 +140,17 @@ class HFSettings:
             trust_remote_code=remote in ("true", "1", "yes"),
             seed=int(options.get("seed", 0)),  # type: ignore[call-overload]
             cache=cache,
+            reuse=None if reuse is None else str(reuse),
+            encoder=encoder,
         )
+
+    def reuse_for(self, family: AudioFamily) -> str:
+        """The reuse mode this run gets: as asked, else prefix where the family has the path."""
+        if self.reuse is not None:
+            if self.reuse != "off" and family.name not in PARTS:
+                raise AudioICLError(f"backend option reuse={self.reuse}: not available for {family.name}")
+            return self.reuse
+        return "prefix" if family.name in PARTS and self.attn != "flash_attention_2" else "off"
 
     def torch_device(self) -> torch.device:
         if self.device == "auto":
@@ -235,15 +286,52 @@ class FeatureCache:
 
 @dataclass
 class _Prepared:
-    """A request ready for the model: its text with the audio tokens expanded, and its clips' features."""
+    """A request ready for the model: its text with the audio tokens expanded, its clips' features and
+    content digests, and the group (episode) whose prompts may share a prefix."""
 
     index: int
     text: str
     clips: list[ClipFeatures]
+    digests: list[str]
+    group: str
+    ids: list[int]  # the text's token ids
 
     @property
     def length(self) -> tuple[int, int]:
         return sum(c.valid for c in self.clips), len(self.text)
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """What ``prefetch`` made of one request: the request itself, and its prepared prompt or its failure."""
+
+    request: Request
+    prepared: _Prepared | None
+    failed: Response | None
+
+
+GENERATION_TOKEN_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+
+
+def set_aside_generation_settings(model: Any) -> dict[str, Any]:
+    """Leave the model's generation config only its token ids; return the settings set aside.
+
+    A checkpoint's ``generation_config.json`` may carry sampling and penalty settings (a repetition penalty,
+    top-p, ...) that transformers' ``generate`` applies to every call, even greedy ones with arguments left
+    unset; the reuse path and vLLM take plain argmax. The protocol is plain greedy (SPEC §4), so every
+    path gets the same answers only without them."""
+    current = getattr(model, "generation_config", None)
+    if current is None:
+        return {}
+    diff = current.to_diff_dict()
+    set_aside = {
+        key: value
+        for key, value in diff.items()
+        if key not in GENERATION_TOKEN_FIELDS and key != "transformers_version"
+    }
+    kept = {key: diff[key] for key in GENERATION_TOKEN_FIELDS if diff.get(key) is not None}
+    model.generation_config = transformers.GenerationConfig(**kept)
+    return set_aside
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
@@ -262,6 +350,9 @@ class HFBackend:
     info: Mapping[str, Any] = field(default_factory=dict)
     feature_cache_mb: int = 2048
     kv_cache: str = "dynamic"  # transformers' cache_implementation: dynamic grows by concatenation
+    reuse: str = "off"  # reuse.REUSE_MODES
+    encoder: str = "valid"  # reuse.ENCODER_WINDOWS: Qwen2-Audio's encoder over the valid frames or the window
+    audio_cache_mb: int = 4096  # audio embeddings of the reuse path, on the model's device
 
     def __post_init__(self) -> None:
         self.sampling_rate = int(self.processor.feature_extractor.sampling_rate)
@@ -272,9 +363,40 @@ class HFBackend:
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         )
         self.stop_ids = self._stop_ids()
+        set_aside = set_aside_generation_settings(self.model)
+        self.info = {**self.info, "generation_config_set_aside": set_aside} if set_aside else self.info
         self.features = FeatureCache(self.feature_cache_mb * 2**20)
-        self.seconds = {"features": 0.0, "generate": 0.0}  # where the time went, for benchmarks
+        self._feature_lock = threading.Lock()  # ``prefetch`` runs in the runner's preparing thread
+        self._ahead: dict[str, _Ahead] = {}  # prepared by ``prefetch``, by request key
+        # where the time went; the reuse path splits ``generate`` into ``prefill`` and ``decode``
+        self.seconds = {"features": 0.0, "encode": 0.0, "generate": 0.0, "prefill": 0.0, "decode": 0.0}
+        # the work done, for benchmarks: clips and their audio tokens through the encoder, and positions
+        # through the language model (prompt tokens read, without padding, and tokens generated; and the
+        # padding positions the reuse path's prefill computed besides)
+        self.work = {"encoded_clips": 0, "encoded_audio_tokens": 0, "lm_tokens": 0, "lm_padding": 0}
         tokenizer.padding_side = "left"
+        self.parts: ModelParts | None = None
+        if self.reuse != "off":
+            self.parts = PARTS[self.model_family.name](self.model, self.encoder)
+        self.embeddings = EmbeddingCache(self.audio_cache_mb * 2**20)
+        window = getattr(self.processor.feature_extractor, "n_samples", None)
+        reads_valid = self.model_family.encoder_reads_valid_frames or (
+            self.parts is not None and self.encoder == "valid"
+        )
+        # the processor pads every clip to its window (30 s, Qwen2.5-Omni's 300 s): where the encoder
+        # reads only valid frames, a shorter padding gives the same frames for far less work
+        self.trim_to: int | None = (
+            window if reads_valid and self.model_family.features_independent_of_batch else None
+        )
+
+    @classmethod
+    def around(cls, name: str, model: Any, processor: Any, **options: Any) -> HFBackend:
+        """The backend around a model already in memory (the benchmarks build full-size ones with random
+        weights on the GPU): its family from its config, its device from its weights."""
+        family = family_of(model.config.model_type)
+        return cls(
+            name=name, model=model, processor=processor, model_family=family, device=model.device, **options
+        )
 
     @property
     def family(self) -> str:
@@ -287,11 +409,14 @@ class HFBackend:
 
     # ----------------------------------------------------------------- requests → prompts
 
-    def _prepare_text(self, index: int, text: str, parts: Sequence[AudioPart]) -> _Prepared:
+    def _prepare_text(self, index: int, text: str, parts: Sequence[AudioPart], group: str = "") -> _Prepared:
         """A rendered prompt (one placeholder per clip, at the model's rate) with its clips' features,
         tokens expanded."""
-        clips = [self.features.get(part, self._clip_features) for part in parts]
-        return _Prepared(index, self._expand(text, clips), clips)
+        with self._feature_lock:
+            clips = [self.features.get(part, self._clip_features) for part in parts]
+        expanded = self._expand(text, clips)
+        ids = self.processor.tokenizer(expanded)["input_ids"]
+        return _Prepared(index, expanded, clips, [part.digest for part in parts], group, ids)
 
     def _at_model_rate(self, clip: AudioPart) -> AudioPart:
         if clip.sr == self.sampling_rate:
@@ -307,6 +432,10 @@ class HFBackend:
     def _extract(self, clips: Sequence[AudioPart]) -> list[ClipFeatures]:
         """One processor call over ``clips``, each with its own one-placeholder text."""
         on_device = {"device": str(self.device)} if self.device.type == "cuda" else {}  # mel on the GPU
+        trim = {}
+        if self.trim_to is not None:
+            longest = max(len(clip.wave) for clip in clips)
+            trim = {"audio_kwargs": {"max_length": min(self.trim_to, longest + TRIM_MARGIN_SAMPLES)}}
         started = time.perf_counter()
         out = self.processor(
             text=[self.model_family.placeholder] * len(clips),
@@ -315,6 +444,7 @@ class HFBackend:
             return_tensors="pt",
             padding=True,
             **on_device,
+            **trim,
         )
         mask = out.get("feature_attention_mask")
         if mask is None or "input_features" not in out:
@@ -328,6 +458,8 @@ class HFBackend:
             features = out["input_features"][row].to(torch.float32)
             if self.model_family.encoder_reads_valid_frames:
                 features = features[:, :valid]
+            elif self.trim_to is not None:
+                features = features[:, : valid + TRIM_KEEP_FRAMES]
             made.append(ClipFeatures(features.clone(), valid, tokens))
         self.seconds["features"] += time.perf_counter() - started
         return made
@@ -345,8 +477,9 @@ class HFBackend:
                 made = self._extract(chunk)
             except (AudioICLError, RuntimeError, ValueError):
                 continue
-            for clip, features in zip(chunk, made, strict=True):
-                self.features.put(clip.digest, features)
+            with self._feature_lock:
+                for clip, features in zip(chunk, made, strict=True):
+                    self.features.put(clip.digest, features)
 
     def _expand(self, text: str, clips: Sequence[ClipFeatures]) -> str:
         """The prompt text with each clip's audio token repeated as the processor does it."""
@@ -369,65 +502,149 @@ class HFBackend:
         )
         clips = [clip for item in batch for clip in item.clips]
         if clips:
-            bins = clips[0].features.shape[0]
-            frames = max(clip.features.shape[1] for clip in clips)
-            features = torch.zeros(len(clips), bins, frames, dtype=self.model.dtype)
-            mask = torch.zeros(len(clips), frames, dtype=torch.int32)
-            for row, clip in enumerate(clips):
-                features[row, :, : clip.features.shape[1]] = clip.features
-                mask[row, : clip.valid] = 1
+            features, mask = self._feature_batch(clips)
             inputs.update(input_features=features, feature_attention_mask=mask)
         return {key: value.to(self.device) for key, value in inputs.items()}
 
+    def _feature_batch(self, clips: Sequence[ClipFeatures]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The clips' features as one tensor padded with zeros to the longest (model dtype), and the mask
+        of their valid frames."""
+        bins = clips[0].features.shape[0]
+        frames = max(clip.features.shape[1] for clip in clips)
+        features = torch.zeros(len(clips), bins, frames, dtype=self.model.dtype)
+        mask = torch.zeros(len(clips), frames, dtype=torch.int32)
+        for row, clip in enumerate(clips):
+            features[row, :, : clip.features.shape[1]] = clip.features
+            mask[row, : clip.valid] = 1
+        return features, mask
+
     # ----------------------------------------------------------------- running a micro-batch
 
-    def _generate_batch(self, batch: Sequence[_Prepared], config: GenerationConfig) -> list[Response]:
+    def _generate_batch(self, batch: Sequence[_Prepared], config: GenerationConfig) -> dict[int, Response]:
+        """transformers' ``generate`` over the batch, every prompt from scratch (``reuse=off``, sampling)."""
         inputs = self._inputs(batch)
         sampling = config.temperature > 0
         if sampling:
             torch.manual_seed(config.seed)
         started = time.perf_counter()
         with torch.inference_mode():
-            out = self.model.generate(
-                **inputs,
-                max_new_tokens=config.max_new_tokens,
-                do_sample=sampling,
-                temperature=config.temperature if sampling else None,
-                top_p=None,
-                top_k=None,
-                num_beams=1,
-                eos_token_id=self.stop_ids,
-                pad_token_id=self.pad_token_id,
-                **({"cache_implementation": self.kv_cache} if self.kv_cache != "dynamic" else {}),
-            )
+            out = self.model.generate(**inputs, **self._generation_kwargs(config))
         sequences = out if isinstance(out, torch.Tensor) else out.sequences
         self.seconds["generate"] += time.perf_counter() - started
         prompt_length = inputs["input_ids"].shape[1]
         new_tokens = sequences[:, prompt_length:].tolist()
         input_tokens = inputs["attention_mask"].sum(dim=1).tolist()
         audio_tokens = (inputs["input_ids"] == self.audio_token_id).sum(dim=1).tolist()
-        responses = []
-        for tokens, n_in, n_audio in zip(new_tokens, input_tokens, audio_tokens, strict=True):
-            text, n_out = decode_answer(self.processor.tokenizer, tokens, self.stop_ids, config.stop)
-            responses.append(Response(text, usage=Usage(int(n_in), n_out, int(n_audio))))
+        responses = {}
+        for item, tokens, n_in, n_audio in zip(batch, new_tokens, input_tokens, audio_tokens, strict=True):
+            responses[item.index] = self._response(tokens, int(n_in), int(n_audio), config)
+            self.work["lm_tokens"] += int(n_in) + responses[item.index].usage.output_tokens
+        self.work["encoded_clips"] += sum(len(item.clips) for item in batch)
+        self.work["encoded_audio_tokens"] += sum(audio_tokens)
         return responses
 
-    def _run(self, batch: Sequence[_Prepared], config: GenerationConfig) -> list[Response]:
-        """``batch``'s responses; out of memory halves it (down to one prompt, then an error response).
+    def _generation_kwargs(self, config: GenerationConfig) -> dict[str, Any]:
+        """``generate``'s settings: greedy, or plain temperature sampling as vLLM's (no top-k, no top-p; an
+        argument left None would take transformers' default top-k of 50)."""
+        sampling = config.temperature > 0
+        return {
+            "max_new_tokens": config.max_new_tokens,
+            "do_sample": sampling,
+            "temperature": config.temperature if sampling else None,
+            "top_p": 1.0,
+            "top_k": 0,
+            "num_beams": 1,
+            "eos_token_id": self.stop_ids,
+            "pad_token_id": self.pad_token_id,
+            **({"cache_implementation": self.kv_cache} if self.kv_cache != "dynamic" else {}),
+        }
+
+    def _response(self, tokens: Sequence[int], n_in: int, n_audio: int, config: GenerationConfig) -> Response:
+        text, n_out = decode_answer(self.processor.tokenizer, tokens, self.stop_ids, config.stop)
+        return Response(text, usage=Usage(n_in, n_out, n_audio))
+
+    def _generate_rows(
+        self, rows: Sequence[Row], clips: dict[str, ClipFeatures], config: GenerationConfig
+    ) -> dict[int, Response]:
+        """Greedy answers of the prompts packed in ``rows`` (the reuse path)."""
+        assert self.parts is not None
+        with torch.inference_mode():
+            audio = self._embeddings(clips)
+            started = time.perf_counter()
+            tokens = generate_rows(
+                self.parts,
+                rows,
+                audio,
+                config.max_new_tokens,
+                self.stop_ids,
+                self.pad_token_id,
+                self.model.dtype,
+                self.device,
+                self.seconds,
+            )
+        self.seconds["generate"] += time.perf_counter() - started
+        responses = {
+            member.sequence.index: self._response(
+                tokens[member.sequence.index], len(member.sequence), member.sequence.audio_tokens, config
+            )
+            for row in rows
+            for member in row.members
+        }
+        self.work["lm_tokens"] += sum(row.length for row in rows)
+        self.work["lm_padding"] += len(rows) * max(row.length for row in rows) - sum(
+            row.length for row in rows
+        )
+        self.work["lm_tokens"] += sum(r.usage.output_tokens for r in responses.values())
+        return responses
+
+    def _embeddings(self, clips: dict[str, ClipFeatures]) -> dict[str, torch.Tensor]:
+        """Each clip's audio embedding, from the cache or through the encoder (longest first, in chunks)."""
+        found: dict[str, torch.Tensor] = {}
+        for digest in clips:
+            cached = self.embeddings.get(digest)
+            if cached is not None:
+                found[digest] = cached
+        missing = sorted((d for d in clips if d not in found), key=lambda d: clips[d].valid, reverse=True)
+        if not missing:
+            return found
+        assert self.parts is not None
+        started = time.perf_counter()
+        for begin in range(0, len(missing), ENCODE_CLIPS):
+            chunk = missing[begin : begin + ENCODE_CLIPS]
+            made = [clips[digest] for digest in chunk]
+            features, mask = self._feature_batch(made)
+            valid = mask.sum(dim=1).to(self.device)
+            encoded = self.parts.encode(features.to(self.device), valid, [clip.tokens for clip in made])
+            for digest, embedding in zip(chunk, encoded, strict=True):
+                found[digest] = embedding
+                self.embeddings.put(digest, embedding)
+            self.work["encoded_clips"] += len(chunk)
+            self.work["encoded_audio_tokens"] += sum(clip.tokens for clip in made)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.seconds["encode"] += time.perf_counter() - started
+        return found
+
+    def _halving(self, batch: Sequence[Any], attempt: Callable, prompts: Callable) -> dict[int, Response]:
+        """``attempt(batch)``; out of memory halves the batch (down to one item, whose ``prompts(item)``
+        then get error responses).
 
         The retry happens after the ``except`` block: inside it, the exception's traceback still holds the
         failed attempt's activations, and the retry would run out of memory too."""
         try:
-            return self._generate_batch(batch, config)
+            return attempt(batch)
         except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
             if not _is_out_of_memory(exc):
                 raise
-            error = f"out of memory on one prompt ({self.device}): {exc}"
+            error = f"out of memory on the smallest batch ({self.device}): {exc}"
         self._free_cache()
         if len(batch) == 1:
-            return [Response.failed(error)]
+            return {index: Response.failed(error) for index in prompts(batch[0])}
         half = len(batch) // 2
-        return self._run(batch[:half], config) + self._run(batch[half:], config)
+        return {
+            **self._halving(batch[:half], attempt, prompts),
+            **self._halving(batch[half:], attempt, prompts),
+        }
 
     def _free_cache(self) -> None:
         gc.collect()
@@ -437,7 +654,56 @@ class HFBackend:
     # ----------------------------------------------------------------- the protocol
 
     def generate(self, requests: Sequence[Request], config: GenerationConfig) -> list[Response]:
-        responses: list[Response | None] = [None] * len(requests)
+        prepared, responses = self.prepare(requests)
+        if self.parts is not None and config.temperature <= 0:
+            rows, clips, failed = self.pack(prepared)
+            responses.update(failed)
+            for batch in batches(rows, max(config.batch_size, 1)):
+                responses.update(
+                    self._halving(
+                        batch,
+                        lambda b: self._generate_rows(b, self._clips_of(b, clips), config),
+                        lambda row: [member.sequence.index for member in row.members],
+                    )
+                )
+        else:
+            responses.update(self._from_scratch(prepared, config))
+        return [responses.get(index) or Response.failed("no response") for index in range(len(requests))]
+
+    def prefetch(self, requests: Sequence[Request]) -> None:
+        """Prepare ``requests`` ahead of their ``generate`` (rendered, features extracted, tokenized): the
+        runner calls this for its next window while this one is answered."""
+        prepared, failed = self._prepare_now(requests)
+        ahead = {requests[item.index].key: _Ahead(requests[item.index], item, None) for item in prepared}
+        ahead.update({requests[i].key: _Ahead(requests[i], None, response) for i, response in failed.items()})
+        with self._feature_lock:
+            self._ahead.update(ahead)
+
+    def prepare(self, requests: Sequence[Request]) -> tuple[list[_Prepared], dict[int, Response]]:
+        """The requests rendered, their clips' features extracted; those that cannot be, as error
+        responses by request index. What ``prefetch`` prepared for the same request object is taken from
+        there (a key alone is not enough: a later run on this backend may ask it with another chat)."""
+        with self._feature_lock:
+            popped = {index: self._ahead.pop(r.key, None) for index, r in enumerate(requests)}
+        found = {
+            index: entry
+            for index, entry in popped.items()
+            if entry is not None and entry.request is requests[index]
+        }
+        rest = [index for index in range(len(requests)) if index not in found]
+        prepared, responses = self._prepare_now([requests[index] for index in rest])
+        prepared = [replace(item, index=rest[item.index]) for item in prepared]
+        responses = {rest[index]: response for index, response in responses.items()}
+        for index, entry in found.items():
+            if entry.prepared is not None:
+                prepared.append(replace(entry.prepared, index=index))
+            else:
+                assert entry.failed is not None
+                responses[index] = entry.failed
+        return prepared, responses
+
+    def _prepare_now(self, requests: Sequence[Request]) -> tuple[list[_Prepared], dict[int, Response]]:
+        responses: dict[int, Response] = {}
         rendered: dict[int, tuple[str, list[AudioPart]]] = {}
         for index, request in enumerate(requests):
             try:
@@ -449,19 +715,61 @@ class HFBackend:
         prepared: list[_Prepared] = []
         for index, (text, parts) in rendered.items():
             try:
-                prepared.append(self._prepare_text(index, text, parts))
+                prepared.append(self._prepare_text(index, text, parts, requests[index].episode_id))
             except (AudioICLError, RuntimeError, ValueError) as exc:  # the processor refused this prompt
                 responses[index] = Response.failed(f"cannot prepare the prompt: {exc}")
-        prepared.sort(key=lambda item: item.length, reverse=True)  # similar lengths together, longest first
+        return prepared, responses
+
+    def _from_scratch(self, prepared: list[_Prepared], config: GenerationConfig) -> dict[int, Response]:
+        prepared = sorted(prepared, key=lambda item: item.length, reverse=True)  # similar lengths together
         size = max(config.batch_size, 1)
+        responses: dict[int, Response] = {}
         for start in range(0, len(prepared), size):
             batch = prepared[start : start + size]
-            for item, response in zip(batch, self._run(batch, config), strict=True):
-                responses[item.index] = response
-        return [r if r is not None else Response.failed("no response") for r in responses]
+            responses.update(
+                self._halving(batch, lambda b: self._generate_batch(b, config), lambda item: [item.index])
+            )
+        return responses
+
+    def pack(
+        self, prepared: Sequence[_Prepared]
+    ) -> tuple[list[Row], dict[str, ClipFeatures], dict[int, Response]]:
+        """The prepared prompts as rows of the reuse path (``reuse.pack``), their clips by digest, and the
+        prompts whose tokens do not match their clips as error responses."""
+        clips: dict[str, ClipFeatures] = {}
+        sequences = []
+        responses: dict[int, Response] = {}
+        for item in prepared:
+            try:
+                sequences.append(
+                    token_sequence(
+                        item.index,
+                        item.group,
+                        item.ids,
+                        self.audio_token_id,
+                        [(d, c.tokens) for d, c in zip(item.digests, item.clips, strict=True)],
+                    )
+                )
+            except ValueError as exc:
+                responses[item.index] = Response.failed(f"cannot prepare the prompt: {exc}")
+                continue
+            clips.update(zip(item.digests, item.clips, strict=True))
+        return pack(sequences, share=self.reuse == "prefix"), clips, responses
+
+    @staticmethod
+    def _clips_of(rows: Sequence[Row], clips: dict[str, ClipFeatures]) -> dict[str, ClipFeatures]:
+        return {
+            span.digest: clips[span.digest]
+            for row in rows
+            for member in row.members
+            for span in member.sequence.clips
+        }
 
     def close(self) -> None:
         self.model = None
+        self.parts = None
+        self.embeddings.clear()
+        self._ahead.clear()
         self._free_cache()
 
 
@@ -490,6 +798,12 @@ def make_hf(name: str, **options: object) -> Backend:
         processor=loaded.processor,
         model_family=loaded.family,
         device=device,
-        info=backend_info(loaded, settings, device),
+        info={
+            **backend_info(loaded, settings, device),
+            "reuse": settings.reuse_for(loaded.family),
+            "encoder": settings.encoder,
+        },
         kv_cache=settings.cache,
+        reuse=settings.reuse_for(loaded.family),
+        encoder=settings.encoder,
     )

@@ -107,7 +107,8 @@ def _add(sub, exit_on_error: bool = True):
         "--window",
         type=int,
         help="prompts handed to the backend per call, which sorts them by length into batches; their "
-        "lines are written (fsync) together (default: 4 x batch size; with --pad batch: one batch)",
+        "lines are written (fsync) together; with --order episode a window runs on to the end of the "
+        "episode it would cut (default: 4 x batch size; with --pad batch: one batch)",
     )
     p.add_argument(
         "--order",

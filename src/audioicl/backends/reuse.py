@@ -1,0 +1,434 @@
+"""Work the ``hf`` backend does once instead of once per prompt: each clip through the audio encoder once,
+and the prompt prefix an episode's k prompts share computed once (``-o reuse=prefix``, the default).
+
+An episode's k-shot prompt is its (k-1)-shot prompt with one more demo before the query, so the k prompts of
+one episode share their system prompt, instruction and first demos, token for token and clip for clip. The
+runner hands the backend an episode's k prompts together (episode-major order); here they are packed into one
+*row*: the longest prompt (the *trunk*) first, then, for every other prompt, only the tokens after the prefix
+it shares with the trunk. An attention mask lets each prompt's tokens see the trunk's first ``shared`` tokens
+and its own tokens before them, nothing else, and position ids continue each prompt's own count; so every
+prompt is computed exactly as it would be alone, with its prefix computed once. Generation then appends one
+token per prompt per step to the same row.
+
+Nothing here is keyed by what a prompt means: prompts share a row when the runner gives them the same episode
+id, and what they share is measured by comparing their tokens and their clips' content digests.
+
+Audio embeddings (the encoder's and projector's output for a clip) are cached by content digest, so a clip
+in several prompts of an episode, or the Morse letter bank in every MorseCode prompt, is encoded once while
+it stays in the cache (least recently used dropped beyond a size).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import StaticCache
+from transformers.masking_utils import create_bidirectional_mask
+
+PAD_SLOT = -1  # owner of a padding position
+REUSE_MODES = ("off", "audio", "prefix")
+
+
+@dataclass(frozen=True)
+class ClipSpan:
+    """A clip's audio tokens in a prompt: ``tokens`` positions from ``start``."""
+
+    digest: str
+    start: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class TokenSequence:
+    """One prompt as the model reads it: token ids with every clip's audio tokens expanded, and the clips.
+    ``group``: prompts that may share a prefix (the runner's episode)."""
+
+    index: int
+    group: str
+    ids: tuple[int, ...]
+    clips: tuple[ClipSpan, ...]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def audio_tokens(self) -> int:
+        return sum(clip.tokens for clip in self.clips)
+
+
+def token_sequence(index: int, group: str, ids: Sequence[int], audio_token_id: int, clips) -> TokenSequence:
+    """``ids`` with its runs of ``audio_token_id`` matched, in order, to ``clips`` (``(digest, tokens)``)."""
+    spans = []
+    position = 0
+    for digest, tokens in clips:
+        while position < len(ids) and ids[position] != audio_token_id:
+            position += 1
+        run = ids[position : position + tokens]
+        if len(run) != tokens or any(token != audio_token_id for token in run):
+            raise ValueError(f"prompt {index}: its audio tokens do not match its clips")
+        spans.append(ClipSpan(digest, position, tokens))
+        position += tokens
+    if audio_token_id in ids[position:]:
+        raise ValueError(f"prompt {index}: more audio tokens than its clips make")
+    return TokenSequence(index, group, tuple(ids), tuple(spans))
+
+
+def shared_prefix(a: TokenSequence, b: TokenSequence) -> int:
+    """How many first tokens ``a`` and ``b`` have in common: the same ids and, in audio, the same clip."""
+    length = 0
+    for x, y in zip(a.ids, b.ids, strict=False):
+        if x != y:
+            break
+        length += 1
+    for clip_a, clip_b in zip(a.clips, b.clips, strict=False):
+        if clip_a.start >= length:
+            break
+        if clip_a != clip_b:
+            return min(length, clip_a.start, clip_b.start)
+    return length
+
+
+@dataclass(frozen=True)
+class Member:
+    """A prompt in a row: its own tokens ``sequence.ids[shared:]`` lie at ``start`` in the row; before
+    them it reads the trunk's first ``shared`` tokens (the trunk, member 0, reads only its own)."""
+
+    sequence: TokenSequence
+    shared: int
+    start: int
+
+    @property
+    def own(self) -> int:
+        return len(self.sequence) - self.shared
+
+
+@dataclass(frozen=True)
+class Row:
+    members: tuple[Member, ...]
+
+    @property
+    def length(self) -> int:
+        last = self.members[-1]
+        return last.start + last.own
+
+
+def pack(sequences: Sequence[TokenSequence], share: bool) -> list[Row]:
+    """Rows of the prompts: with ``share``, one row per group, its longest prompt the trunk and every other
+    prompt after it with what it shares with the trunk left out; else one row per prompt."""
+    groups: dict[str, list[TokenSequence]] = {}
+    for sequence in sequences:
+        groups.setdefault(sequence.group if share else str(sequence.index), []).append(sequence)
+    rows = []
+    for members in groups.values():
+        trunk, *others = sorted(members, key=len, reverse=True)
+        placed = [Member(trunk, 0, 0)]
+        start = len(trunk)
+        for sequence in others:
+            shared = min(shared_prefix(sequence, trunk), len(sequence) - 1)  # at least one token of its own
+            placed.append(Member(sequence, shared, start))
+            start += len(sequence) - shared
+        rows.append(Row(tuple(placed)))
+    return rows
+
+
+def batches(rows: Sequence[Row], prompts: int) -> list[list[Row]]:
+    """Rows longest first, in batches of at least ``prompts`` prompts (a batch ends with a whole row)."""
+    out: list[list[Row]] = []
+    count = 0
+    for row in sorted(rows, key=lambda r: r.length, reverse=True):
+        if not out or count >= prompts:
+            out.append([])
+            count = 0
+        out[-1].append(row)
+        count += len(row.members)
+    return out
+
+
+@dataclass
+class Layout:
+    """A batch of rows as tensors. Positions ``[0, prefill)`` hold the rows' tokens (padded at the end);
+    after them, ``steps`` groups of ``width`` slots, one slot per member per generation step (the token a
+    member generated at step t is read in at slot t). ``owner``: the member each position belongs to;
+    ``limit``: per member, how many trunk positions it reads; ``positions``: position ids."""
+
+    ids: torch.Tensor  # [rows, prefill]
+    owner: torch.Tensor  # [rows, total]
+    limit: torch.Tensor  # [rows, width]
+    positions: torch.Tensor  # [rows, total]
+    last: torch.Tensor  # [rows, width]: where each member's last prompt token is
+    prefill: int
+    width: int
+
+    @property
+    def total(self) -> int:
+        return self.owner.shape[1]
+
+    def visible(self, queries: slice) -> torch.Tensor:
+        """[rows, queries, total] True where the query position may attend to the key position: its own
+        member's earlier positions, the trunk's first ``limit`` positions, and itself (padding only that)."""
+        keys = torch.arange(self.total, device=self.owner.device)
+        query_ids = keys[queries]
+        owner_q = self.owner[:, queries]
+        same = (owner_q[:, :, None] == self.owner[:, None, :]) & (owner_q[:, :, None] >= 0)
+        causal = keys[None, None, :] <= query_ids[None, :, None]
+        limit_q = torch.gather(self.limit, 1, owner_q.clamp(min=0))
+        trunk = (keys[None, None, :] < limit_q[:, :, None]) & (owner_q[:, :, None] >= 0)
+        itself = keys[None, None, :] == query_ids[None, :, None]
+        return (same & causal) | trunk | itself
+
+
+def layout(rows: Sequence[Row], steps: int, pad_id: int, device: torch.device, align: int = 16) -> Layout:
+    """The tensors for ``rows`` with room for ``steps`` generated tokens per member read back in."""
+    width = max(len(row.members) for row in rows)
+    prefill = max(row.length for row in rows)
+    total = math.ceil((prefill + steps * width) / align) * align
+    ids = torch.full((len(rows), prefill), pad_id, dtype=torch.long)
+    owner = torch.full((len(rows), total), PAD_SLOT, dtype=torch.long)
+    limit = torch.zeros((len(rows), width), dtype=torch.long)
+    positions = torch.zeros((len(rows), total), dtype=torch.long)
+    last = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, row in enumerate(rows):
+        for m, member in enumerate(row.members):
+            own = slice(member.start, member.start + member.own)
+            ids[r, own] = torch.tensor(member.sequence.ids[member.shared :])
+            owner[r, own] = m
+            positions[r, own] = torch.arange(member.shared, len(member.sequence))
+            limit[r, m] = member.shared
+            last[r, m] = member.start + member.own - 1
+            for step in range(steps):
+                slot = prefill + step * width + m
+                owner[r, slot] = m
+                positions[r, slot] = len(member.sequence) + step
+    return Layout(
+        ids.to(device),
+        owner.to(device),
+        limit.to(device),
+        positions.to(device),
+        last.to(device),
+        prefill,
+        width,
+    )
+
+
+def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[rows, 1, q, k]: 0 where visible, the dtype's lowest value elsewhere (for sdpa and eager alike)."""
+    mask = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
+    return mask.masked_fill_(~visible, torch.finfo(dtype).min)[:, None]
+
+
+# --------------------------------------------------------------------------- the model's parts
+
+
+@dataclass(frozen=True)
+class ModelParts:
+    """What the reuse path calls: the text decoder (embeddings and layers, no head), the head, and the
+    family's audio encoder as ``encode(features, valid, tokens) -> one [tokens, hidden] per clip``
+    (``features`` [clips, bins, frames] padded, ``valid`` frames and ``tokens`` audio tokens per clip)."""
+
+    decoder: Any
+    head: Any
+    encode: Callable[[torch.Tensor, torch.Tensor, Sequence[int]], list[torch.Tensor]]
+    text_config: Any
+
+
+def _qwen2_audio_parts(model: Any, encoder: str = "valid") -> ModelParts:
+    inner = model.model
+    tower, projector = inner.audio_tower, inner.multi_modal_projector
+
+    def encode(features: torch.Tensor, valid: torch.Tensor, tokens: Sequence[int]) -> list[torch.Tensor]:
+        """The clips through the encoder and projector as ``Qwen2AudioModel.forward`` runs them (the
+        padding frames masked out of attention), with ``encoder="window"`` over the whole 30 s window, with
+        ``"valid"`` over only the frames the kept outputs depend on (``_valid_frames``)."""
+        lengths, _ = tower._get_feat_extract_output_lengths(valid)
+        if encoder == "valid":
+            features = features[..., : _valid_frames(int(lengths.max()), features.shape[-1])]
+        frames = (features.shape[-1] - 1) // 2 + 1
+        mask_2d = (torch.arange(frames, device=features.device)[None, :] < lengths[:, None]).long()
+        dummy = torch.zeros((features.shape[0], frames, 1), dtype=features.dtype, device=features.device)
+        mask = create_bidirectional_mask(config=tower.config, inputs_embeds=dummy, attention_mask=mask_2d)
+        if encoder == "valid":
+            hidden = _qwen2_audio_encoder(tower, features, mask)
+        else:
+            hidden = tower(features, attention_mask=mask).last_hidden_state
+        out = projector(hidden)
+        return [out[clip, :count] for clip, count in enumerate(tokens)]
+
+    return ModelParts(inner.language_model, model.lm_head, encode, model.config.text_config)
+
+
+def _valid_frames(positions: int, window: int) -> int:
+    """Mel frames to keep so that the encoder's first ``positions`` positions come out as over the whole
+    ``window``: position j reads, through conv1 (kernel 3) and conv2 (kernel 3, stride 2), mel frames up to
+    2j + 2, so 2 * positions + 2 frames leave every kept position's inputs untouched by the cut."""
+    return min(window, 2 * positions + 2)
+
+
+def _qwen2_audio_encoder(tower: Any, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``Qwen2AudioEncoder.forward`` (eval) over a window shorter than 30 s: the same layers, the position
+    embeddings of the first positions. Its own forward refuses any input but the full window."""
+    hidden = torch.nn.functional.gelu(tower.conv1(features.to(tower.conv1.weight.dtype)))
+    hidden = torch.nn.functional.gelu(tower.conv2(hidden)).permute(0, 2, 1)
+    hidden = hidden + tower.embed_positions.weight[: hidden.shape[1]]
+    for layer in tower.layers:
+        hidden = layer(hidden, mask)
+    hidden = tower.avg_pooler(hidden.permute(0, 2, 1)).permute(0, 2, 1)
+    return tower.layer_norm(hidden)
+
+
+def _omni_thinker_parts(model: Any, encoder: str = "valid") -> ModelParts:
+    def encode(features: torch.Tensor, valid: torch.Tensor, tokens: Sequence[int]) -> list[torch.Tensor]:
+        """The clips through the thinker's ``get_audio_features`` (valid frames only), split per clip."""
+        frames = torch.arange(features.shape[-1], device=features.device)
+        mask = (frames[None, :] < valid[:, None]).long()
+        flat = model.get_audio_features(features, mask).last_hidden_state
+        if flat.shape[0] != sum(tokens):
+            raise ValueError(
+                f"the audio encoder made {flat.shape[0]} embeddings for {sum(tokens)} audio tokens"
+            )
+        return list(torch.split(flat, list(tokens)))
+
+    return ModelParts(model.model, model.lm_head, encode, model.config.text_config)
+
+
+ENCODER_WINDOWS = ("valid", "window")
+# family → its parts; Omni encoders read only valid frames whatever ``encoder`` says
+PARTS: dict[str, Callable[..., ModelParts]] = {
+    "qwen2-audio": _qwen2_audio_parts,
+    "qwen2.5-omni": _omni_thinker_parts,
+    "qwen3-omni": _omni_thinker_parts,
+}
+
+
+class EmbeddingCache:
+    """Audio embeddings ([tokens, hidden], on the model's device) by clip digest, least recently used
+    dropped beyond ``max_bytes``."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._bytes = 0
+        self.encoded = 0  # clips through the encoder (misses)
+
+    def get(self, digest: str) -> torch.Tensor | None:
+        found = self._items.get(digest)
+        if found is not None:
+            self._items.move_to_end(digest)
+        return found
+
+    def put(self, digest: str, embedding: torch.Tensor) -> None:
+        self.encoded += 1
+        self._items[digest] = embedding
+        self._bytes += embedding.numel() * embedding.element_size()
+        while self._bytes > self.max_bytes and len(self._items) > 1:
+            _, dropped = self._items.popitem(last=False)
+            self._bytes -= dropped.numel() * dropped.element_size()
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._bytes = 0
+
+
+def cache_keyword(decoder: Any) -> str:
+    """The name the decoder's ``forward`` takes its KV cache under (``cache`` from transformers 5.24)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+
+
+@dataclass
+class Prefilled:
+    """A batch after its prompts were read: the layout, the filled KV cache, and every member's logits
+    for its first generated token ([rows, width, vocab])."""
+
+    plan: Layout
+    cache: Any
+    logits: torch.Tensor
+
+
+def _decoder_call(parts: ModelParts, plan: Layout, cache: Any, queries: slice, dtype: torch.dtype, **inputs):
+    """The decoder over the layout positions ``queries`` (their tokens in ``inputs``), the cache filled."""
+    return parts.decoder(
+        **inputs,
+        attention_mask=additive_mask(plan.visible(queries), dtype),
+        position_ids=plan.positions[:, queries],
+        cache_position=torch.arange(queries.start, queries.stop, device=plan.ids.device),
+        use_cache=True,
+        **{cache_keyword(parts.decoder): cache},
+    ).last_hidden_state
+
+
+def prefill(
+    parts: ModelParts,
+    rows: Sequence[Row],
+    audio: dict[str, torch.Tensor],
+    steps: int,
+    pad_id: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> Prefilled:
+    """Read every prompt of ``rows`` (each shared prefix once) with room for ``steps`` more tokens per
+    member. ``audio``: each clip's embedding by digest."""
+    plan = layout(rows, steps, pad_id, device)
+    embeds = parts.decoder.get_input_embeddings()(plan.ids)
+    for r, row in enumerate(rows):
+        for member in row.members:
+            for clip in member.sequence.clips:
+                begin = max(clip.start, member.shared)
+                if begin >= clip.start + clip.tokens:
+                    continue  # inside the shared prefix: the trunk holds it
+                at = member.start + begin - member.shared
+                embeds[r, at : at + clip.start + clip.tokens - begin] = audio[clip.digest][
+                    begin - clip.start :
+                ]
+    cache = StaticCache(config=parts.text_config, max_cache_len=plan.total)
+    hidden = _decoder_call(parts, plan, cache, slice(0, plan.prefill), dtype, inputs_embeds=embeds)
+    rows_index = torch.arange(len(rows), device=device)[:, None]
+    return Prefilled(plan, cache, parts.head(hidden[rows_index, plan.last]))
+
+
+def generate_rows(
+    parts: ModelParts,
+    rows: Sequence[Row],
+    audio: dict[str, torch.Tensor],
+    steps: int,
+    stop_ids: Sequence[int],
+    pad_id: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    seconds: dict[str, float] | None = None,
+) -> dict[int, list[int]]:
+    """Greedy tokens (``steps`` at most, fewer once every prompt has stopped) for every prompt in ``rows``,
+    by request index. ``seconds``: where the time went is added to its ``prefill`` and ``decode``."""
+    seconds = {} if seconds is None else seconds
+    started = time.perf_counter()
+    done_reading = prefill(parts, rows, audio, steps - 1, pad_id, dtype, device)
+    plan, cache = done_reading.plan, done_reading.cache
+    tokens = done_reading.logits.argmax(-1)  # [rows, width]
+    generated = [tokens]
+    stops = torch.tensor(list(stop_ids), device=device)
+    done = torch.isin(tokens, stops)
+    finished = bool(done.all())  # waits for the prefill
+    read = time.perf_counter()
+    seconds["prefill"] = seconds.get("prefill", 0.0) + read - started
+    for t in range(steps - 1):
+        if finished:
+            break
+        start = plan.prefill + t * plan.width
+        hidden = _decoder_call(parts, plan, cache, slice(start, start + plan.width), dtype, input_ids=tokens)
+        tokens = parts.head(hidden).argmax(-1)
+        generated.append(tokens)
+        done |= torch.isin(tokens, stops)
+        finished = bool(done.all())
+    table = torch.stack(generated, dim=-1).tolist()  # [rows, width, steps]
+    seconds["decode"] = seconds.get("decode", 0.0) + time.perf_counter() - read
+    return {
+        member.sequence.index: table[r][m]
+        for r, row in enumerate(rows)
+        for m, member in enumerate(row.members)
+    }

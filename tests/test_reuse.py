@@ -1,0 +1,312 @@
+"""The ``hf`` backend's reuse path (``backends/reuse.py``): packing an episode's k prompts into one row, the
+row's attention mask and positions, and answers identical to transformers' ``generate`` from scratch on tiny
+fp32 models of every family, for every task and k."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("torchvision")
+
+from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
+from audioicl.backends.hf import HFBackend, HFSettings  # noqa: E402
+from audioicl.backends.reuse import (  # noqa: E402
+    ClipSpan,
+    TokenSequence,
+    batches,
+    layout,
+    pack,
+    shared_prefix,
+    token_sequence,
+)
+from audioicl.errors import AudioICLError  # noqa: E402
+from audioicl.meta import read_meta  # noqa: E402
+from audioicl.prompts import AudioPart, ClipStore, build_prompt, load_morse_bank  # noqa: E402
+from audioicl.records import Episode, Query  # noqa: E402
+from audioicl.runner import Work, windows  # noqa: E402
+
+FAMILY_NAMES = ("qwen2-audio", "qwen2.5-omni", "qwen3-omni")
+AUDIO = 99
+
+
+def sequence(index: int, group: str, ids: list[int], clips: list[tuple[str, int]] = ()) -> TokenSequence:
+    return token_sequence(index, group, ids, AUDIO, clips)
+
+
+# --------------------------------------------------------------------------- packing, masks, positions
+
+
+def test_a_sequence_matches_its_audio_tokens_to_its_clips_in_order():
+    seq = sequence(0, "e", [1, AUDIO, AUDIO, 2, AUDIO, 3], [("a", 2), ("b", 1)])
+    assert seq.clips == (ClipSpan("a", 1, 2), ClipSpan("b", 4, 1)) and seq.audio_tokens == 3
+    with pytest.raises(ValueError, match="do not match"):
+        sequence(0, "e", [1, AUDIO, 2], [("a", 2)])
+    with pytest.raises(ValueError, match="more audio tokens"):
+        sequence(0, "e", [1, AUDIO, AUDIO], [("a", 1)])
+
+
+def test_the_shared_prefix_stops_at_the_first_other_token_or_other_clip():
+    a = sequence(0, "e", [1, 2, AUDIO, AUDIO, 5, 6], [("x", 2)])
+    assert shared_prefix(a, sequence(1, "e", [1, 2, AUDIO, AUDIO, 5, 7], [("x", 2)])) == 5
+    # the same tokens, but another clip: nothing from that clip on is shared
+    assert shared_prefix(a, sequence(2, "e", [1, 2, AUDIO, AUDIO, 5, 6], [("y", 2)])) == 2
+    assert shared_prefix(a, sequence(3, "e", [9, 2], [])) == 0
+
+
+def test_an_episodes_prompts_share_one_row_and_keep_a_token_of_their_own():
+    k2 = sequence(0, "ep1", [1, 2, 3, 4, 5, 6])
+    k1 = sequence(1, "ep1", [1, 2, 3, 7])
+    same = sequence(2, "ep1", [1, 2, 3, 4])  # a prefix of the trunk: its last token is still its own
+    other = sequence(3, "ep2", [1, 2, 3])
+    rows = pack([k1, k2, same, other], share=True)
+    assert len(rows) == 2
+    members = rows[0].members
+    assert [m.sequence.index for m in members] == [0, 1, 2]
+    assert [(m.shared, m.start, m.own) for m in members] == [(0, 0, 6), (3, 6, 1), (3, 7, 1)]
+    assert rows[0].length == 8 and rows[1].length == 3
+    assert [len(r.members) for r in pack([k1, k2, same, other], share=False)] == [1, 1, 1, 1]
+
+
+def test_batches_hold_whole_rows_longest_first():
+    rows = pack([sequence(i, f"ep{i // 2}", [1] * (i + 2)) for i in range(6)], share=True)
+    grouped = batches(rows, prompts=3)
+    assert [[len(r.members) for r in b] for b in grouped] == [[2, 2], [2]]
+    assert [r.length for b in grouped for r in b] == sorted((r.length for r in rows), reverse=True)
+
+
+def test_each_prompt_in_a_row_sees_its_shared_prefix_and_itself_only():
+    trunk = sequence(0, "e", [1, 2, 3, 4, 5])
+    short = sequence(1, "e", [1, 2, 9])  # shares [1, 2]
+    plan = layout(pack([trunk, short], share=True), steps=2, pad_id=0, device=torch.device("cpu"), align=4)
+    assert plan.prefill == 6 and plan.width == 2 and plan.total == 12  # 6 + 2 steps x 2 members, aligned
+    assert plan.ids[0].tolist() == [1, 2, 3, 4, 5, 9]
+    # positions: the trunk 0..4, the short prompt's own token at 2, then each member's generated tokens
+    assert plan.positions[0].tolist() == [0, 1, 2, 3, 4, 2, 5, 3, 6, 4, 0, 0]
+    seen = plan.visible(slice(0, plan.total))[0]
+    assert seen[5].nonzero().flatten().tolist() == [0, 1, 5]  # the short prompt's token: prefix + itself
+    assert seen[4].nonzero().flatten().tolist() == [0, 1, 2, 3, 4]  # the trunk: causal over itself
+    assert seen[7].nonzero().flatten().tolist() == [0, 1, 5, 7]  # short's first generated token read back
+    assert seen[8].nonzero().flatten().tolist() == [0, 1, 2, 3, 4, 6, 8]  # trunk's second one
+    assert seen[10].nonzero().flatten().tolist() == [10]  # an unused slot sees only itself
+
+
+# --------------------------------------------------------------------------- options
+
+
+def test_reuse_options_are_checked():
+    assert HFSettings.parse({}).reuse is None
+    with pytest.raises(AudioICLError, match="reuse must be off, audio or prefix"):
+        HFSettings.parse({"reuse": "all"})
+    with pytest.raises(AudioICLError, match="needs attn=sdpa or eager"):
+        HFSettings.parse({"reuse": "prefix", "attn": "flash_attention_2"})
+    with pytest.raises(AudioICLError, match="cache applies to reuse=off"):
+        HFSettings.parse({"cache": "static"})
+    assert HFSettings.parse({"cache": "static", "reuse": "off"}).cache == "static"
+
+
+# --------------------------------------------------------------------------- the runner's windows
+
+
+def test_windows_run_on_to_the_end_of_an_episode():
+    a, b = (Episode(name, "AudioCount", (), Query((), "1")) for name in ("a", "b"))
+    work = [Work(k, ep) for k, ep in zip((1, 2, 3, 1, 2), (a, a, a, b, b), strict=True)]
+    assert [len(w) for w in windows(work, 2, whole_episodes=True)] == [3, 2]
+    assert [len(w) for w in windows(work, 2)] == [2, 2, 1]
+
+
+# --------------------------------------------------------------------------- answers on tiny models
+
+
+@pytest.fixture(scope="module")
+def one_episode_each(tmp_path_factory) -> Path:
+    """One episode of every task, k = 1..5, as the builder makes them (the Morse letter bank included)."""
+    root = tmp_path_factory.mktemp("reuse") / "bench"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "audioicl",
+            "build",
+            "--out",
+            root,
+            "--episodes",
+            "1",
+            "--quiet",
+            "--workers",
+            "1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return root
+
+
+def episode_major_requests(root: Path, family: str) -> list[Request]:
+    """Every episode's k = 1..5 prompts, an episode's together (the runner's default order)."""
+    store, bank = ClipStore(root), load_morse_bank(root, "auto")
+    work = [(ep.id, k, ep) for k in range(1, 6) for ep in read_meta(root / "meta" / f"meta_k{k}.jsonl")]
+    return [
+        Request(f"{eid}@k{k}", eid, ep.task, k, build_prompt(ep, store, family=family, bank=bank).chat)
+        for eid, k, ep in sorted(work, key=lambda item: (item[0], item[1]))
+    ]
+
+
+def with_reuse(backend: HFBackend, reuse: str) -> HFBackend:
+    """Another backend around the same model, processor and feature cache, with ``reuse``."""
+    other = replace(backend, reuse=reuse, info={**backend.info, "reuse": reuse})
+    other.features = backend.features
+    return other
+
+
+@pytest.fixture
+def prefix_backends(tiny_backends):
+    """family → the default backend (reuse=prefix), fp32 on the CPU."""
+    assert {backend.reuse for backend in tiny_backends.values()} == {"prefix"}
+    return tiny_backends
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_reuse_answers_equal_generate_from_scratch_for_every_task_and_k(
+    prefix_backends, one_episode_each, family
+):
+    prefix = prefix_backends[family]
+    assert prefix.reuse == "prefix" and prefix.info["reuse"] == "prefix"
+    requests = episode_major_requests(one_episode_each, prefix.family)
+    assert len({r.task for r in requests}) == 9 and {r.k for r in requests} == {1, 2, 3, 4, 5}
+    config = GenerationConfig(max_new_tokens=6, batch_size=7)  # several batches, rows of unequal length
+    answers = {}
+    for reuse in ("off", "audio", "prefix"):
+        backend = prefix if reuse == "prefix" else with_reuse(prefix, reuse)
+        backend.embeddings.clear()  # the backend is the session's: count what this run encodes
+        encoded_before, work_before = backend.embeddings.encoded, backend.work["encoded_clips"]
+        responses = backend.generate(requests, config)
+        assert all(r.error is None for r in responses), [r.error for r in responses if r.error]
+        answers[reuse] = [(r.text, r.usage) for r in responses]
+        if reuse != "off":  # each distinct clip through the encoder once, the letter bank included
+            distinct = {part.digest for r in requests for part in r.chat.audio_parts()}
+            encoded = backend.embeddings.encoded - encoded_before
+            assert encoded == len(distinct) == backend.work["encoded_clips"] - work_before
+    assert answers["audio"] == answers["off"]
+    assert answers["prefix"] == answers["off"]
+    assert len({text for text, _ in answers["off"]}) > 1  # the answers say something about the prompts
+
+
+def test_prefix_sharing_reads_fewer_positions(prefix_backends, one_episode_each):
+    prefix = prefix_backends["qwen2-audio"]
+    requests = episode_major_requests(one_episode_each, prefix.family)
+    alone = with_reuse(prefix, "audio")
+    config = GenerationConfig(max_new_tokens=2, batch_size=16)
+    for backend in (prefix, alone):
+        backend.work = dict.fromkeys(backend.work, 0)
+        backend.generate(requests, config)
+    assert prefix.work["lm_tokens"] < 0.7 * alone.work["lm_tokens"]
+
+
+def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_episode_each, monkeypatch):
+    backend = prefix_backends["qwen2-audio"]
+    requests = [r for r in episode_major_requests(one_episode_each, backend.family) if r.task == "AudioCount"]
+    requests += [
+        r for r in episode_major_requests(one_episode_each, backend.family) if r.task == "AudioRemap"
+    ]
+    config = GenerationConfig(max_new_tokens=3, batch_size=10)
+    expected = [r.text for r in backend.generate(requests, config)]
+    real = backend._generate_rows
+    sizes: list[int] = []
+
+    def fault(rows, clips, config):  # more than one row runs out of memory
+        sizes.append(len(rows))
+        assert sys.exc_info() == (None, None, None)
+        if len(rows) > 1:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return real(rows, clips, config)
+
+    monkeypatch.setattr(backend, "_generate_rows", fault)
+    assert [r.text for r in backend.generate(requests, config)] == expected
+    assert sizes == [2, 1, 1]
+
+    def always(rows, clips, config):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(backend, "_generate_rows", always)
+    failed = backend.generate(requests, config)
+    assert all(r.text is None and "out of memory on the smallest batch" in r.error for r in failed)
+
+
+# --------------------------------------------------------------------------- trimmed features, valid frames
+
+
+def noise_clip(seconds: float, seed: int) -> AudioPart:
+    rng = np.random.default_rng(seed)
+    return AudioPart.of((0.1 * rng.standard_normal(round(seconds * 16_000))).astype(np.float32), 16_000)
+
+
+CLIP_SECONDS = (0.05, 1.0, 4.3, 12.0, 29.99, 30.0)
+
+
+@pytest.mark.parametrize("family", ["qwen2-audio", "qwen2.5-omni"])
+def test_a_trimmed_extraction_gives_the_frames_of_the_whole_window(prefix_backends, family):
+    backend = prefix_backends[family]
+    assert backend.trim_to is not None
+    clips = [noise_clip(seconds, seed) for seed, seconds in enumerate(CLIP_SECONDS)]
+    trimmed = backend._extract(clips)  # one call: padded to the longest clip plus a margin, not the window
+    for clip, got in zip(clips, trimmed, strict=True):
+        whole = backend.processor(
+            text=[backend.model_family.placeholder],
+            audio=[clip.wave],
+            sampling_rate=16_000,
+            return_tensors="pt",
+        )
+        tokens = int((whole["input_ids"] == backend.audio_token_id).sum())
+        assert (got.valid, got.tokens) == (int(whole["feature_attention_mask"].sum()), tokens)
+        kept = got.features.shape[1]
+        assert kept >= got.valid and torch.equal(got.features, whole["input_features"][0][:, :kept])
+
+
+def test_the_encoder_over_valid_frames_equals_the_encoder_over_the_window(prefix_backends):
+    from audioicl.backends.reuse import PARTS
+
+    backend = with_reuse(prefix_backends["qwen2-audio"], "off")  # extracts over the whole window
+    assert backend.trim_to is None
+    made = backend._extract([noise_clip(seconds, seed) for seed, seconds in enumerate(CLIP_SECONDS)])
+    features, mask = backend._feature_batch(made)
+    tokens = [clip.tokens for clip in made]
+    with torch.inference_mode():
+        window = PARTS["qwen2-audio"](backend.model, "window").encode(features, mask.sum(1), tokens)
+        valid = PARTS["qwen2-audio"](backend.model, "valid").encode(features, mask.sum(1), tokens)
+    for a, b, count in zip(window, valid, tokens, strict=True):
+        assert a.shape == b.shape == (count, backend.model.config.text_config.hidden_size)
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+
+
+def test_prompts_prepared_ahead_give_the_same_answers(prefix_backends, one_episode_each):
+    backend = prefix_backends["qwen2-audio"]
+    requests = episode_major_requests(one_episode_each, backend.family)[:12]
+    config = GenerationConfig(max_new_tokens=4, batch_size=6)
+    expected = [r.text for r in backend.generate(requests, config)]
+    worker = threading.Thread(target=backend.prefetch, args=(requests[4:],))  # as the runner does it
+    worker.start()
+    worker.join()
+    assert [r.text for r in backend.generate(requests, config)] == expected  # 4 prepared now, 8 ahead
+    assert backend._ahead == {}  # each prepared prompt used once
+
+
+def test_a_prompt_prepared_ahead_is_used_only_for_the_same_request(prefix_backends, one_episode_each):
+    """A run that stops after ``prefetch`` leaves prompts prepared ahead; a later run on the same backend
+    (a study's next condition) asks under the same keys with other chats, and must not get the old ones."""
+    backend = prefix_backends["qwen2-audio"]
+    requests = episode_major_requests(one_episode_each, backend.family)[:6]
+    config = GenerationConfig(max_new_tokens=4, batch_size=6)
+    other_chats = [replace(r, chat=s.chat) for r, s in zip(requests, reversed(requests), strict=True)]
+    expected = [r.text for r in backend.generate(other_chats, config)]
+    backend.prefetch(requests)  # never asked: that run stopped
+    assert [r.text for r in backend.generate(other_chats, config)] == expected
+    backend._ahead.clear()
