@@ -1,16 +1,22 @@
 """Throughput of the ``hf`` backend on a GPU: full-size models with random weights, the real runner.
 
 For each family it builds the full-size configuration with random weights directly on the GPU
-(``checkpoints.full_size_model``), wraps it in the ``hf`` backend and runs ``runner.run`` over a built
-benchmark (all nine tasks, every k the build has, so the mix of prompts is the benchmark's), greedy with
-``--max-new-tokens`` tokens. Feature extraction is part of the time (the processor's own, per distinct clip).
+(``checkpoints.full_size_model``), wraps it in the ``hf`` backend once per reuse mode (``--reuse``: off =
+transformers' ``generate`` on every prompt from scratch, audio = each clip encoded once, prefix = also each
+episode's shared prompt prefix computed once) and runs ``runner.run`` over a built benchmark (all nine tasks,
+every k the build has, so the mix of prompts is the benchmark's), greedy with ``--max-new-tokens`` tokens.
+Feature extraction is part of the time (the processor's own, per distinct clip).
 
-Printed per family: prompts, wall seconds, prompts/s, audio seconds/s, estimated TFLOP/s (2 x parameters x
-tokens for the language model, active parameters for MoE, plus 2 x encoder parameters x encoder positions per
-clip; attention's quadratic term left out, so an underestimate) and its fraction of the bf16 matmul ceiling
-measured in the same process, peak GPU memory, and the full benchmark (13,500 prompts) extrapolated.
+Printed per family and mode: prompts, wall seconds and where they went, prompts/s, the work done in PFLOP
+(counted from what the backend computed: 2 x language-model parameters x positions read or generated, active
+parameters for MoE, plus 2 x encoder parameters x encoder positions per clip encoded; attention's quadratic
+term left out, so an underestimate) and its share of the same prompts from scratch, TFLOP/s and its fraction
+of the bf16 matmul ceiling measured in the same process, peak GPU memory, the memory still held after the run,
+and the full benchmark (13,500 prompts) extrapolated. First, per family, the relative error of the first
+generated position's logits of the reuse path against the model's own forward over each prompt alone.
 
     python benchmarks/gpu_throughput.py --data BUILD [--families qwen2-audio,qwen2.5-omni] [--limit N]
+        [--reuse off,audio,prefix] [--off-limit N] [--batch-sizes 32,64]
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ from pathlib import Path
 import soundfile as sf
 import torch
 
+from audioicl.backends.base import Request
 from audioicl.backends.hf import HFBackend
-from audioicl.backends.rendering import family_of
+from audioicl.backends.reuse import batches, prefill
 from audioicl.checkpoints import full_size_model
+from audioicl.meta import read_meta
+from audioicl.prompts import ClipStore, build_prompt, load_morse_bank
 from audioicl.runner import RunOptions, run
 
 FULL_BENCHMARK = 13_500  # 9 tasks x 300 episodes x k = 1..5
@@ -69,10 +78,10 @@ def parameter_counts(model: torch.nn.Module) -> dict[str, float]:
     return counts
 
 
-def encoder_positions(family: str, audio_tokens: int, clips: int) -> float:
-    """Positions the audio encoder's transformer runs over for a prompt's clips."""
-    if family == "qwen2-audio":
-        return 1500.0 * clips  # every clip padded to the 30 s window
+def encoder_positions(family: str, audio_tokens: int, clips: int, whole_window: bool = True) -> float:
+    """Positions the audio encoder's transformer runs over for clips making ``audio_tokens``."""
+    if family == "qwen2-audio":  # every clip padded to the 30 s window, or its valid frames (pooled by 2)
+        return 1500.0 * clips if whole_window else 2.0 * audio_tokens
     if family == "qwen2.5-omni":
         return 2.0 * audio_tokens  # pooled by 2 after the encoder
     return float(audio_tokens)
@@ -97,22 +106,17 @@ def clip_seconds(data: Path, paths: list[str], cache: dict[str, float]) -> float
     return total
 
 
-def measure(family: str, args: argparse.Namespace, ceiling: float) -> dict[str, float]:
-    torch.cuda.reset_peak_memory_stats()
-    started = time.perf_counter()
-    model, processor = full_size_model(family, "cuda", torch.bfloat16)
-    built = time.perf_counter() - started
-    spec = family_of(model.config.model_type)
-    backend = HFBackend(
-        name=f"hf:{family}-full-random",
-        model=model,
-        processor=processor,
-        model_family=spec,
-        device=torch.device("cuda"),
-        kv_cache=args.cache,
+def measure(model, processor, family: str, reuse: str, args: argparse.Namespace, ceiling: float) -> dict:
+    """One timed run of the real runner over the build with ``reuse``, after a one-prompt warm-up."""
+    backend = HFBackend.around(
+        f"hf:{family}-full-random",
+        model,
+        processor,
+        reuse=reuse,
+        kv_cache=args.cache if reuse == "off" else "dynamic",
     )
     counts = parameter_counts(model)
-    out = Path(tempfile.mkdtemp(prefix=f"gpu-{family}-"))
+    out = Path(tempfile.mkdtemp(prefix=f"gpu-{family}-{reuse}-"))
     options = RunOptions(
         data=args.data,
         model=f"hf:{family}-full-random",
@@ -125,65 +129,151 @@ def measure(family: str, args: argparse.Namespace, ceiling: float) -> dict[str, 
     warm = RunOptions(**{**options.__dict__, "out": out / "warmup", "limit": 1, "shots": (1,)})
     run(warm, report=lambda _: None, backend=backend)  # kernels compiled, allocator warm
     backend.features.__init__(backend.features.max_bytes)
+    backend.embeddings.clear()
     backend.seconds = dict.fromkeys(backend.seconds, 0.0)
+    backend.work = dict.fromkeys(backend.work, 0)
     if args.profile:
         profile_one_window(backend, options)
     torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
     started = time.perf_counter()
     summary = run(options, report=lambda _: None, backend=backend)
     torch.cuda.synchronize()
     wall = time.perf_counter() - started
+    after = torch.cuda.memory_allocated()
     lines = [json.loads(x) for s in summary.ks for x in s.path.read_text().splitlines()]
     ok = [x for x in lines if x["status"] == "ok"]
     durations: dict[str, float] = {}
     audio = sum(clip_seconds(args.data, x["audio_paths"], durations) for x in ok)
-    flops = 0.0
+    work = backend.work
+    flops = 2 * counts["lm"] * work["lm_tokens"]
+    whole_window = reuse == "off" or backend.encoder == "window"
+    encoded = encoder_positions(family, work["encoded_audio_tokens"], work["encoded_clips"], whole_window)
+    flops += 2 * counts["audio"] * encoded
+    scratch = 0.0  # what every prompt from scratch would have cost
     for x in ok:
         usage = x["usage"]
-        flops += 2 * counts["lm"] * (usage["input_tokens"] + usage["output_tokens"])
-        flops += 2 * counts["audio"] * encoder_positions(family, usage["audio_tokens"], len(x["audio_paths"]))
+        scratch += 2 * counts["lm"] * (usage["input_tokens"] + usage["output_tokens"])
+        scratch += (
+            2 * counts["audio"] * encoder_positions(family, usage["audio_tokens"], len(x["audio_paths"]))
+        )
     rate = len(ok) / wall
-    extractions = backend.features.misses
     spent = dict(backend.seconds)
-    backend.close()
-    del model, backend
-    torch.cuda.empty_cache()
+    peak = torch.cuda.max_memory_allocated()
+    backend.embeddings.clear()
     return {
         "prompts": len(lines),
         "errors": len(lines) - len(ok),
-        "build_s": built,
         "wall_s": wall,
         "prompts_per_s": rate,
         "audio_s_per_s": audio / wall,
         "clips_per_prompt": sum(len(x["audio_paths"]) for x in ok) / max(len(ok), 1),
+        "pflop": flops / 1e15,
+        "work_of_scratch": flops / scratch if scratch else 0.0,
         "tflops": flops / wall / 1e12,
         "ceiling_fraction": flops / wall / 1e12 / ceiling,
-        "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
+        "peak_gib": peak / 2**30,
+        "held_after_gib": (after - before) / 2**30,
         "full_benchmark_min": FULL_BENCHMARK / rate / 60,
-        "feature_extractions": extractions,
+        "encoded_clips": work["encoded_clips"],
+        "prefill_padding": work["lm_padding"] / max(work["lm_tokens"], 1),
         "features_s": spent["features"],
+        "encode_s": spent["encode"],
         "generate_s": spent["generate"],
+        "prefill_s": spent["prefill"],
+        "decode_s": spent["decode"],
     }
+
+
+def episode_major_requests(data: Path, family: str, per_task: int) -> list[Request]:
+    """The first ``per_task`` episodes of every task, each with its prompts for every k of the build."""
+    store, bank = ClipStore(data), load_morse_bank(data, "auto")
+    metas = sorted((data / "meta").glob("meta_k*.jsonl"))
+    work = []
+    for meta in metas:
+        k = int(meta.stem.removeprefix("meta_k"))
+        seen: dict[str, int] = {}
+        for ep in read_meta(meta):
+            seen[ep.task] = seen.get(ep.task, 0) + 1
+            if seen[ep.task] <= per_task:
+                work.append((ep.id, k, ep))
+    return [
+        Request(f"{eid}@k{k}", eid, ep.task, k, build_prompt(ep, store, family=family, bank=bank).chat)
+        for eid, k, ep in sorted(work, key=lambda item: (item[0], item[1]))
+    ]
+
+
+def relative_error(value: torch.Tensor, reference: torch.Tensor) -> float:
+    return float((value - reference).norm() / reference.norm())
+
+
+def first_logit_errors(model, processor, family: str, per_task: int, data: Path) -> dict[str, list[float]]:
+    """Relative error ||delta|| / ||ref|| of the first generated position's logits (float32 from bf16),
+    against the model's own forward over each prompt alone: the reuse path (prefix rows, batches of 8
+    prompts) and, for scale, the same forward batched 8 at a time with left padding."""
+    backend = HFBackend.around(f"hf:{family}-full-random", model, processor, reuse="prefix")
+    # reuse=off: the processor's features over the whole window, as transformers' own path reads them
+    scratch = HFBackend.around(f"hf:{family}-full-random", model, processor, reuse="off")
+    requests = episode_major_requests(data, backend.family, per_task)
+    prepared, failed = backend.prepare(requests)
+    assert not failed, failed
+    rows, clips, failed = backend.pack(prepared)
+    assert not failed, failed
+    whole, failed = scratch.prepare(requests)
+    assert not failed, failed
+    errors: dict[str, list[float]] = {"reuse": [], "batched": []}
+    with torch.inference_mode():
+        alone = {item.index: model(**scratch._inputs([item])).logits[0, -1].float() for item in whole}
+        for start in range(0, len(whole), 8):
+            chunk = whole[start : start + 8]
+            logits = model(**scratch._inputs(chunk)).logits[:, -1].float()
+            errors["batched"] += [
+                relative_error(logits[i], alone[item.index]) for i, item in enumerate(chunk)
+            ]
+        for batch in batches(rows, 8):
+            audio = backend._embeddings(backend._clips_of(batch, clips))
+            done = prefill(backend.parts, batch, audio, 0, backend.pad_token_id, model.dtype, backend.device)
+            for r, row in enumerate(batch):
+                for m, member in enumerate(row.members):
+                    errors["reuse"].append(
+                        relative_error(done.logits[r, m].float(), alone[member.sequence.index])
+                    )
+    backend.embeddings.clear()
+    return errors
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="a built benchmark (audioicl build)")
-    parser.add_argument("--families", default="qwen2-audio,qwen2.5-omni,qwen3-omni")
+    parser.add_argument("--families", default="qwen2-audio,qwen2.5-omni")
+    parser.add_argument("--reuse", default="off,audio,prefix", help="the hf backend's reuse modes to time")
     parser.add_argument("--limit", type=int, default=None, help="episodes per task (default: all built)")
+    parser.add_argument("--audio-limit", type=int, default=None, help="episodes per task for reuse=audio")
+    parser.add_argument("--off-limit", type=int, default=None, help="episodes per task for reuse=off")
+    parser.add_argument("--off-batch-size", type=int, default=None, help="batch size of reuse=off")
     parser.add_argument(
         "--omni-limit", type=int, default=None, help="episodes per task for the Omni families"
     )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument(
-        "--batch-sizes", help="several runs of the first family, e.g. 16,32,64 (overrides --batch-size)"
+        "--batch-sizes", help="several prefix runs of the first family, e.g. 32,64 (besides --batch-size)"
     )
     parser.add_argument(
         "--window", type=int, default=None, help="prompts per backend call (default 4 batches)"
     )
     parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument(
+        "--logit-episodes", type=int, default=1, help="episodes per task for the logits check"
+    )
+    parser.add_argument(
+        "--logits-fp32", action="store_true", help="after the runs, the logits check again in float32"
+    )
     parser.add_argument("--json", type=Path, help="also write the rows here")
-    parser.add_argument("--cache", default="dynamic", choices=("dynamic", "static"), help="KV cache")
+    parser.add_argument(
+        "--cache", default="dynamic", choices=("dynamic", "static"), help="KV cache of reuse=off"
+    )
     parser.add_argument("--profile", action="store_true", help="print the GPU operators of one window first")
     args = parser.parse_args()
 
@@ -191,32 +281,66 @@ def main() -> None:
     print(
         f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16 matmul ceiling {ceiling:.0f} TFLOP/s"
     )
-    rows = {}
-    runs = [(f, args.batch_size) for f in args.families.split(",")]
-    if args.batch_sizes:
-        first = runs[0][0]
-        runs = [(first, int(b)) for b in args.batch_sizes.split(",")] + runs[1:]
-    for family, batch in runs:
-        limit = args.omni_limit if family != "qwen2-audio" and args.omni_limit else args.limit
-        family_args = argparse.Namespace(**{**vars(args), "limit": limit, "batch_size": batch})
-        label = f"{family} b{batch} {args.cache}"
-        rows[label] = measure(family, family_args, ceiling)
-        print(label, json.dumps({k: round(v, 3) for k, v in rows[label].items()}), flush=True)
+    rows: dict[str, dict] = {}
+    logits: dict[str, dict] = {}
+    for index, family in enumerate(args.families.split(",")):
+        model, processor = full_size_model(family, "cuda", torch.bfloat16)
+        if args.logit_episodes:
+            errors = first_logit_errors(model, processor, family, args.logit_episodes, args.data)
+            logits[family] = {
+                kind: {"prompts": len(v), "median": statistics.median(v), "max": max(v)}
+                for kind, v in errors.items()
+            }
+            print(family, "first-position logits", json.dumps(logits[family]), flush=True)
+        runs = [
+            (mode, args.off_batch_size if mode == "off" and args.off_batch_size else args.batch_size)
+            for mode in args.reuse.split(",")
+        ]
+        if index == 0 and args.batch_sizes:
+            runs += [("prefix", int(b)) for b in args.batch_sizes.split(",") if int(b) != args.batch_size]
+        for reuse, batch in runs:
+            limit = args.omni_limit if family != "qwen2-audio" and args.omni_limit else args.limit
+            if reuse == "off" and args.off_limit:
+                limit = min(limit or args.off_limit, args.off_limit)
+            if reuse == "audio" and args.audio_limit:
+                limit = min(limit or args.audio_limit, args.audio_limit)
+            run_args = argparse.Namespace(**{**vars(args), "limit": limit, "batch_size": batch})
+            label = f"{family}, reuse={reuse}, b{batch}"
+            rows[label] = measure(model, processor, family, reuse, run_args, ceiling)
+            print(label, json.dumps({k: round(v, 3) for k, v in rows[label].items()}), flush=True)
+        if args.logits_fp32 and args.logit_episodes:
+            model.float()
+            errors = first_logit_errors(model, processor, family, args.logit_episodes, args.data)
+            logits[f"{family} fp32"] = {
+                kind: {"prompts": len(v), "median": statistics.median(v), "max": max(v)}
+                for kind, v in errors.items()
+            }
+            print(family, "fp32 first-position logits", json.dumps(logits[f"{family} fp32"]), flush=True)
+        del model, processor
+        torch.cuda.empty_cache()
     header = (
-        "| family, batch | prompts | errors | clips/prompt | wall s | features s | generate s | prompts/s | "
-        "audio s/s | TFLOP/s | of ceiling | peak GiB | full benchmark min |"
+        "| family, reuse, batch | prompts | errors | wall s | features s | encode s | generate s "
+        "(prefill + decode) | prompts/s | "
+        "PFLOP done | of scratch | TFLOP/s | of ceiling | peak GiB | held after GiB | full benchmark min |"
     )
     print(header)
     print("|---" * (header.count("|") - 1) + "|")
-    for family, r in rows.items():
+    for label, r in rows.items():
         print(
-            f"| {family} | {r['prompts']} | {r['errors']} | {r['clips_per_prompt']:.1f} | {r['wall_s']:.1f} | "
-            f"{r['features_s']:.1f} | {r['generate_s']:.1f} | "
-            f"{r['prompts_per_s']:.2f} | {r['audio_s_per_s']:.0f} | {r['tflops']:.0f} | {r['ceiling_fraction']:.0%} | "
-            f"{r['peak_gib']:.1f} | {r['full_benchmark_min']:.1f} |"
+            f"| {label} | {r['prompts']} | {r['errors']} | {r['wall_s']:.1f} | {r['features_s']:.1f} | "
+            f"{r['encode_s']:.1f} | {r['generate_s']:.1f} ({r['prefill_s']:.1f} + {r['decode_s']:.1f}) | "
+            f"{r['prompts_per_s']:.2f} | {r['pflop']:.1f} | "
+            f"{r['work_of_scratch']:.0%} | {r['tflops']:.0f} | {r['ceiling_fraction']:.0%} | "
+            f"{r['peak_gib']:.1f} | {r['held_after_gib']:.2f} | {r['full_benchmark_min']:.1f} |"
         )
+    print()
+    print("| family | path | prompts | median rel. error | max rel. error |")
+    print("|---|---|---|---|---|")
+    for family, kinds in logits.items():
+        for kind, v in kinds.items():
+            print(f"| {family} | {kind} | {v['prompts']} | {v['median']:.2e} | {v['max']:.2e} |")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps({"throughput": rows, "first_logits": logits}, indent=2))
 
 
 if __name__ == "__main__":
