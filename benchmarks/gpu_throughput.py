@@ -333,9 +333,10 @@ def main() -> None:
             f"{r['work_of_scratch']:.0%} | {r['tflops']:.0f} | {r['ceiling_fraction']:.0%} | "
             f"{r['peak_gib']:.1f} | {r['held_after_gib']:.2f} | {r['full_benchmark_min']:.1f} |"
         )
-    print()
-    print("| family | path | prompts | median rel. error | max rel. error |")
-    print("|---|---|---|---|---|")
+    if logits:
+        print()
+        print("| family | path | prompts | median rel. error | max rel. error |")
+        print("|---|---|---|---|---|")
     for family, kinds in logits.items():
         for kind, v in kinds.items():
             print(f"| {family} | {kind} | {v['prompts']} | {v['median']:.2e} | {v['max']:.2e} |")
