@@ -544,15 +544,14 @@ class HFBackend:
         return responses
 
     def _generation_kwargs(self, config: GenerationConfig) -> dict[str, Any]:
-        """``generate``'s settings: greedy, or plain temperature sampling as vLLM's (no top-k, no top-p; an
-        argument left None would take transformers' default top-k of 50)."""
+        """``generate``'s settings: greedy (no sampling flag: transformers warns of one on every greedy call),
+        or plain temperature sampling as vLLM's (no top-k, no top-p; an argument left None would take
+        transformers' default top-k of 50)."""
         sampling = config.temperature > 0
         return {
             "max_new_tokens": config.max_new_tokens,
             "do_sample": sampling,
-            "temperature": config.temperature if sampling else None,
-            "top_p": 1.0,
-            "top_k": 0,
+            **({"temperature": config.temperature, "top_p": 1.0, "top_k": 0} if sampling else {}),
             "num_beams": 1,
             "eos_token_id": self.stop_ids,
             "pad_token_id": self.pad_token_id,
