@@ -358,3 +358,31 @@ def test_over_long_clip_is_an_error_line(tiny_checkpoints, tmp_path, tiny_datase
     )
     assert summary.errors == 1
     assert all(x["status"] == "ok" for x in lines if x["id"] != episodes[0].id)
+
+
+@pytest.mark.parametrize("reuse", ["off", "prefix"])
+def test_a_prompt_past_the_models_context_is_an_error_response(
+    backends, tiny_checkpoints, tiny_dataset, tmp_path, reuse
+):
+    """A prompt whose tokens and new tokens do not fit the language model's context (``max_position_embeddings``)
+    is refused with its length, never run past the positions the model knows; the others are answered."""
+    requests = requests_for(tiny_dataset, k=2, family=backends["qwen2-audio"].family)[:9]
+    config = GenerationConfig(max_new_tokens=8, batch_size=4)
+    lengths = {item.index: len(item.ids) for item in backends["qwen2-audio"].prepare(requests)[0]}
+    context = sorted(lengths.values())[len(lengths) // 2] + config.max_new_tokens
+    expected = [r.text for r in backends["qwen2-audio"].generate(requests, config)]
+    folder = tmp_path / "short-context"
+    shutil.copytree(tiny_checkpoints["qwen2-audio"], folder)
+    settings = json.loads((folder / "config.json").read_text())
+    settings["text_config"]["max_position_embeddings"] = context
+    (folder / "config.json").write_text(json.dumps(settings))
+    backend = load_backend(f"hf:{folder}", dtype="fp32", device="cpu", reuse=reuse)
+    responses = backend.generate(requests, config)
+    backend.close()
+    for index, response in enumerate(responses):
+        if lengths[index] + config.max_new_tokens > context:
+            assert response.error is not None and f"{lengths[index]} prompt tokens" in response.error
+            assert f"context of {context} tokens" in response.error
+        else:
+            assert response.error is None and response.text == expected[index]
+    assert any(r.error for r in responses) and any(r.error is None for r in responses)

@@ -8,9 +8,10 @@ through the Auto classes where one takes its config.
 
 Each request's chat is rendered by ``rendering.render_chat`` (the family's placeholders and the model's own
 chat template), the clips go to the processor at its sampling rate, and the processor's expansion of the
-placeholders is checked against the clips. A window of requests is sorted by length (audio, then text) and
-run in micro-batches of ``GenerationConfig.batch_size`` with left padding; responses come back in request
-order. Greedy by default, plain argmax on every path: the checkpoint's own generation settings (a repetition
+placeholders is checked against the clips; a prompt that does not fit the language model's context
+(``max_position_embeddings``) with the new tokens gets an error response. A window of requests is sorted
+by length (audio, then text) and run in micro-batches of ``GenerationConfig.batch_size`` with left padding;
+responses come back in request order. Greedy by default, plain argmax on every path: the checkpoint's own generation settings (a repetition
 penalty, top-p, ...) are set aside and recorded in the backend info. A micro-batch that runs out of GPU
 memory is halved and retried, down to one prompt; a prompt that still fails (or cannot be rendered or
 processed) gets an error response.
@@ -357,6 +358,8 @@ class HFBackend:
     def __post_init__(self) -> None:
         self.sampling_rate = int(self.processor.feature_extractor.sampling_rate)
         self.max_clip_seconds = clip_window_seconds(self.processor)
+        text_config = self.model.config.get_text_config()
+        self.context_tokens: int | None = getattr(text_config, "max_position_embeddings", None)
         tokenizer = self.processor.tokenizer
         self.audio_token_id = tokenizer.convert_tokens_to_ids(self.model_family.audio_token)
         self.pad_token_id = (
@@ -654,6 +657,8 @@ class HFBackend:
 
     def generate(self, requests: Sequence[Request], config: GenerationConfig) -> list[Response]:
         prepared, responses = self.prepare(requests)
+        prepared, too_long = self._within_context(prepared, config.max_new_tokens)
+        responses.update(too_long)
         if self.parts is not None and config.temperature <= 0:
             rows, clips, failed = self.pack(prepared)
             responses.update(failed)
@@ -718,6 +723,24 @@ class HFBackend:
             except (AudioICLError, RuntimeError, ValueError) as exc:  # the processor refused this prompt
                 responses[index] = Response.failed(f"cannot prepare the prompt: {exc}")
         return prepared, responses
+
+    def _within_context(
+        self, prepared: list[_Prepared], new_tokens: int
+    ) -> tuple[list[_Prepared], dict[int, Response]]:
+        """The prompts that fit the language model's context with ``new_tokens`` more, and an error response
+        for each that does not: past ``max_position_embeddings`` a model reads positions it never learned."""
+        if self.context_tokens is None:
+            return prepared, {}
+        fits = [item for item in prepared if len(item.ids) + new_tokens <= self.context_tokens]
+        refused = {
+            item.index: Response.failed(
+                f"{len(item.ids)} prompt tokens and {new_tokens} new ones do not fit the model's context of "
+                f"{self.context_tokens} tokens (max_position_embeddings)"
+            )
+            for item in prepared
+            if len(item.ids) + new_tokens > self.context_tokens
+        }
+        return fits, refused
 
     def _from_scratch(self, prepared: list[_Prepared], config: GenerationConfig) -> dict[int, Response]:
         prepared = sorted(prepared, key=lambda item: item.length, reverse=True)  # similar lengths together
