@@ -11,10 +11,10 @@ chat template), the clips go to the processor at its sampling rate, and the proc
 placeholders is checked against the clips; a prompt that does not fit the language model's context
 (``max_position_embeddings``) with the new tokens gets an error response. A window of requests is sorted
 by length (audio, then text) and run in micro-batches of ``GenerationConfig.batch_size`` with left padding;
-responses come back in request order. Greedy by default, plain argmax on every path: the checkpoint's own generation settings (a repetition
-penalty, top-p, ...) are set aside and recorded in the backend info. A micro-batch that runs out of GPU
-memory is halved and retried, down to one prompt; a prompt that still fails (or cannot be rendered or
-processed) gets an error response.
+responses come back in request order. Greedy by default, plain argmax on every path: the checkpoint's own
+generation settings (a repetition penalty, top-p, ...) are set aside and recorded in the backend info. A
+micro-batch that runs out of GPU memory is halved and retried, down to one prompt; a prompt that still
+fails (or cannot be rendered or processed) gets an error response.
 
 Options (``--backend-option KEY=VALUE``): ``dtype`` auto|bf16|fp16|fp32 (auto: bf16 on a GPU that has it,
 else fp32), ``device`` (auto: cuda when there is one, else cpu; or cuda:1, cpu ...), ``attn``
