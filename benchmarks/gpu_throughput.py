@@ -87,14 +87,15 @@ def encoder_positions(family: str, audio_tokens: int, clips: int, whole_window: 
     return float(audio_tokens)
 
 
-def profile_one_window(backend: HFBackend, options: RunOptions) -> None:
-    """The GPU operators of one window of prompts (k = 3, one episode per task), by CUDA time."""
+def profile_one_window(backend: HFBackend, options: RunOptions, episodes: int) -> None:
+    """The GPU kernels of a stretch of the run (``episodes`` per task at every k, as the run orders and
+    batches them), by their own CUDA time."""
     from torch.profiler import ProfilerActivity, profile
 
-    probe = RunOptions(**{**options.__dict__, "out": options.out / "profile", "limit": 4, "shots": (3,)})
+    probe = RunOptions(**{**options.__dict__, "out": options.out / "profile", "limit": episodes})
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         run(probe, report=lambda _: None, backend=backend)
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=60))
+    print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25, max_name_column_width=70))
 
 
 def clip_seconds(data: Path, paths: list[str], cache: dict[str, float]) -> float:
@@ -128,12 +129,13 @@ def measure(model, processor, family: str, reuse: str, args: argparse.Namespace,
     )
     warm = RunOptions(**{**options.__dict__, "out": out / "warmup", "limit": 1, "shots": (1,)})
     run(warm, report=lambda _: None, backend=backend)  # kernels compiled, allocator warm
+    if args.profile:
+        profile_one_window(backend, options, args.profile)
+    # the timed run starts with empty caches and counters, whatever the warm-up and profile did
     backend.features.__init__(backend.features.max_bytes)
     backend.embeddings.clear()
     backend.seconds = dict.fromkeys(backend.seconds, 0.0)
     backend.work = dict.fromkeys(backend.work, 0)
-    if args.profile:
-        profile_one_window(backend, options)
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -274,7 +276,12 @@ def main() -> None:
     parser.add_argument(
         "--cache", default="dynamic", choices=("dynamic", "static"), help="KV cache of reuse=off"
     )
-    parser.add_argument("--profile", action="store_true", help="print the GPU operators of one window first")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        metavar="EPISODES",
+        help="first print the GPU kernels of a stretch of the run: EPISODES per task at every k",
+    )
     args = parser.parse_args()
 
     ceiling = matmul_ceiling()

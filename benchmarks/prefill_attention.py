@@ -1,0 +1,150 @@
+"""Where the reuse path's prefill time goes, and which SDPA kernel serves its masks best (needs a GPU).
+
+A full-size model with random weights; the first ``--episodes`` episodes of every task at every k, packed into
+rows as the ``hf`` backend packs them (``reuse=prefix``) and cut into batches of ``--batch-size`` prompts.
+For each choice of SDPA kernels: the median over ``--repeats`` of the time to prefill all batches (audio
+embeddings made beforehand, not timed), its ratio to the default choice, and the first-position logits'
+relative error against the default's. Then one profiled pass of the default: CUDA time by kernel class.
+
+    python benchmarks/prefill_attention.py --data FULL --episodes 12 --batch-size 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from gpu_throughput import episode_major_requests, relative_error
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from audioicl.backends.hf import HFBackend
+from audioicl.backends.reuse import batches, prefill
+from audioicl.checkpoints import full_size_model
+
+CHOICES = {
+    "default": None,
+    "efficient": [SDPBackend.EFFICIENT_ATTENTION],
+    "cudnn": [SDPBackend.CUDNN_ATTENTION],
+}
+KERNEL_CLASSES = (
+    ("attention", ("fmha", "attention", "flash", "cudnn", "sdpa", "softmax")),
+    ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "matmul")),
+)
+
+
+def kernels(choice: list[SDPBackend] | None):
+    return sdpa_kernel(choice) if choice else contextlib.nullcontext()
+
+
+def prefill_all(backend: HFBackend, work, steps: int) -> list[torch.Tensor]:
+    """Every batch prefilled; the first-position logits of each (float32, on the GPU)."""
+    out = []
+    for batch, audio in work:
+        done = prefill(
+            backend.parts, batch, audio, steps, backend.pad_token_id, backend.model.dtype, backend.device
+        )
+        out.append(done.logits.float())
+        del done
+    torch.cuda.synchronize()
+    return out
+
+
+def kernel_class(name: str) -> str:
+    lowered = name.lower()
+    for label, marks in KERNEL_CLASSES:
+        if any(mark in lowered for mark in marks):
+            return label
+    return "other"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="a built benchmark (audioicl build)")
+    parser.add_argument("--family", default="qwen2-audio")
+    parser.add_argument("--episodes", type=int, default=12, help="episodes per task, every k")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    args = parser.parse_args()
+
+    model, processor = full_size_model(args.family, "cuda", torch.bfloat16)
+    backend = HFBackend.around(f"hf:{args.family}-full-random", model, processor, reuse="prefix")
+    requests = episode_major_requests(args.data, backend.family, args.episodes)
+    prepared, failed = backend.prepare(requests)
+    assert not failed, failed
+    rows, clips, failed = backend.pack(prepared)
+    assert not failed, failed
+    steps = args.max_new_tokens - 1
+    with torch.inference_mode():
+        work = [
+            (batch, backend._embeddings(backend._clips_of(batch, clips)))
+            for batch in batches(rows, args.batch_size)
+        ]
+        positions = sum(len(batch) * max(row.length for row in batch) for batch, _ in work)
+        print(
+            f"{torch.cuda.get_device_name()}, torch {torch.__version__}: {len(requests)} prompts in "
+            f"{len(rows)} rows, {len(work)} batches, {positions} prefill positions",
+            flush=True,
+        )
+        reference = None
+        table = []
+        for label, choice in CHOICES.items():
+            try:
+                with kernels(choice):
+                    prefill_all(backend, work, steps)  # warm-up
+                    times, logits = [], None
+                    for _ in range(args.repeats):
+                        started = time.perf_counter()
+                        logits = prefill_all(backend, work, steps)
+                        times.append(time.perf_counter() - started)
+            except RuntimeError as exc:  # no kernel of this choice takes these inputs
+                table.append((label, None, None, str(exc).splitlines()[0][:80]))
+                continue
+            seconds = statistics.median(times)
+            if reference is None:
+                reference = (seconds, logits)
+            error = max(
+                relative_error(a[i, j], b[i, j])
+                for a, b in zip(logits, reference[1], strict=True)
+                for i in range(a.shape[0])
+                for j in range(a.shape[1])
+            )
+            table.append((label, seconds, error, ""))
+        print(
+            "| SDPA kernels | prefill s (median) | vs default | max rel. error of logits vs default | note |"
+        )
+        print("|---|---|---|---|---|")
+        for label, seconds, error, note in table:
+            if seconds is None:
+                print(f"| {label} | — | — | — | {note} |")
+            else:
+                print(f"| {label} | {seconds:.3f} | {reference[0] / seconds:.2f}x | {error:.1e} | {note} |")
+
+        from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            prefill_all(backend, work, steps)
+        by_class: dict[str, float] = {}
+        for event in prof.key_averages():
+            if event.device_type == DeviceType.CUDA:
+                name = kernel_class(event.key)
+                by_class[name] = by_class.get(name, 0.0) + event.self_device_time_total
+        total = sum(by_class.values())
+        print()
+        print("| kernel class (default) | CUDA ms | share |")
+        print("|---|---|---|")
+        for name, micros in sorted(by_class.items(), key=lambda item: -item[1]):
+            print(f"| {name} | {micros / 1e3:.1f} | {micros / total:.0%} |")
+        print()
+        print(
+            prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=12, max_name_column_width=60)
+        )
+
+
+if __name__ == "__main__":
+    main()
