@@ -87,7 +87,7 @@ def encoder_positions(family: str, audio_tokens: int, clips: int, whole_window: 
     return float(audio_tokens)
 
 
-def profile_one_window(backend: HFBackend, options: RunOptions, episodes: int) -> None:
+def profile_stretch(backend: HFBackend, options: RunOptions, episodes: int) -> None:
     """The GPU kernels of a stretch of the run (``episodes`` per task at every k, as the run orders and
     batches them), by their own CUDA time."""
     from torch.profiler import ProfilerActivity, profile
@@ -130,7 +130,7 @@ def measure(model, processor, family: str, reuse: str, args: argparse.Namespace,
     warm = RunOptions(**{**options.__dict__, "out": out / "warmup", "limit": 1, "shots": (1,)})
     run(warm, report=lambda _: None, backend=backend)  # kernels compiled, allocator warm
     if args.profile:
-        profile_one_window(backend, options, args.profile)
+        profile_stretch(backend, options, args.profile)
     # the timed run starts with empty caches and counters, whatever the warm-up and profile did
     backend.features.__init__(backend.features.max_bytes)
     backend.embeddings.clear()
@@ -246,6 +246,13 @@ def first_logit_errors(model, processor, family: str, per_task: int, data: Path)
     return errors
 
 
+def summarize(errors: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """Per path, the prompts compared and the median and largest relative error."""
+    return {
+        kind: {"prompts": len(v), "median": statistics.median(v), "max": max(v)} for kind, v in errors.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="a built benchmark (audioicl build)")
@@ -293,11 +300,9 @@ def main() -> None:
     for index, family in enumerate(args.families.split(",")):
         model, processor = full_size_model(family, "cuda", torch.bfloat16)
         if args.logit_episodes:
-            errors = first_logit_errors(model, processor, family, args.logit_episodes, args.data)
-            logits[family] = {
-                kind: {"prompts": len(v), "median": statistics.median(v), "max": max(v)}
-                for kind, v in errors.items()
-            }
+            logits[family] = summarize(
+                first_logit_errors(model, processor, family, args.logit_episodes, args.data)
+            )
             print(family, "first-position logits", json.dumps(logits[family]), flush=True)
         runs = [
             (mode, args.off_batch_size if mode == "off" and args.off_batch_size else args.batch_size)
@@ -317,11 +322,9 @@ def main() -> None:
             print(label, json.dumps({k: round(v, 3) for k, v in rows[label].items()}), flush=True)
         if args.logits_fp32 and args.logit_episodes:
             model.float()
-            errors = first_logit_errors(model, processor, family, args.logit_episodes, args.data)
-            logits[f"{family} fp32"] = {
-                kind: {"prompts": len(v), "median": statistics.median(v), "max": max(v)}
-                for kind, v in errors.items()
-            }
+            logits[f"{family} fp32"] = summarize(
+                first_logit_errors(model, processor, family, args.logit_episodes, args.data)
+            )
             print(family, "fp32 first-position logits", json.dumps(logits[f"{family} fp32"]), flush=True)
         del model, processor
         torch.cuda.empty_cache()

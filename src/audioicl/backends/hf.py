@@ -731,15 +731,16 @@ class HFBackend:
         for each that does not: past ``max_position_embeddings`` a model reads positions it never learned."""
         if self.context_tokens is None:
             return prepared, {}
-        fits = [item for item in prepared if len(item.ids) + new_tokens <= self.context_tokens]
-        refused = {
-            item.index: Response.failed(
-                f"{len(item.ids)} prompt tokens and {new_tokens} new ones do not fit the model's context of "
-                f"{self.context_tokens} tokens (max_position_embeddings)"
-            )
-            for item in prepared
-            if len(item.ids) + new_tokens > self.context_tokens
-        }
+        fits: list[_Prepared] = []
+        refused: dict[int, Response] = {}
+        for item in prepared:
+            if len(item.ids) + new_tokens <= self.context_tokens:
+                fits.append(item)
+            else:
+                refused[item.index] = Response.failed(
+                    f"{len(item.ids)} prompt tokens and {new_tokens} new ones do not fit the model's context "
+                    f"of {self.context_tokens} tokens (max_position_embeddings)"
+                )
         return fits, refused
 
     def _from_scratch(self, prepared: list[_Prepared], config: GenerationConfig) -> dict[int, Response]:
