@@ -34,10 +34,12 @@ import torch
 from audioicl.backends.base import Request
 from audioicl.backends.hf import HFBackend
 from audioicl.backends.reuse import batches, prefill
-from audioicl.checkpoints import full_size_model
-from audioicl.meta import read_meta
-from audioicl.prompts import ClipStore, build_prompt, load_morse_bank
-from audioicl.runner import RunOptions, run
+from audioicl.dataset.meta import read_meta
+from audioicl.inference.options import RunOptions
+from audioicl.inference.runner import run
+from audioicl.prompts.build import build_prompt
+from audioicl.prompts.clips import ClipStore, load_morse_bank
+from audioicl.testing.checkpoints import full_size_model
 
 FULL_BENCHMARK = 13_500  # 9 tasks x 300 episodes x k = 1..5
 

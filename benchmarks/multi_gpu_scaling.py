@@ -32,8 +32,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from audioicl.backends import load_backend
-from audioicl.results import iter_results, merge_shards
-from audioicl.runner import RunOptions, Shard, run
+from audioicl.inference.options import RunOptions, Shard
+from audioicl.inference.results import iter_results, merge_shards
+from audioicl.inference.runner import run
 
 FULL_BENCHMARK = 13_500  # 9 tasks x 300 episodes x k = 1..5
 TIMING_FIELDS = ("seconds",)  # fields of a results line that may differ between two runs of one prompt
@@ -86,7 +87,7 @@ def run_options(args: argparse.Namespace, folder: Path, shard: Shard | None) -> 
 def full_size_backend(args: argparse.Namespace):
     """The ``hf`` backend around the full-size random-weight model, built on this process's device."""
     from audioicl.backends.hf import DTYPES, HFBackend
-    from audioicl.checkpoints import full_size_model
+    from audioicl.testing.checkpoints import full_size_model
 
     model, processor = full_size_model(
         args.family, device=args.device, dtype=DTYPES[args.dtype], num_layers=args.num_layers

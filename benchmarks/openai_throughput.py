@@ -22,8 +22,9 @@ from chat_server import ChatServer  # noqa: E402
 
 from audioicl.backends import load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
-from audioicl.meta import find_meta_files, read_meta  # noqa: E402
-from audioicl.prompts import ClipStore, build_prompt, load_morse_bank  # noqa: E402
+from audioicl.dataset.meta import find_meta_files, read_meta  # noqa: E402
+from audioicl.prompts.build import build_prompt  # noqa: E402
+from audioicl.prompts.clips import ClipStore, load_morse_bank  # noqa: E402
 
 
 def requests(root: Path, count: int) -> list[Request]:

@@ -29,10 +29,12 @@ import numpy as np
 import soundfile as sf
 
 from audioicl.backends.rendering import FAMILIES, load_processor, prefix_key, render_chat
-from audioicl.checkpoints import tiny_checkpoint
-from audioicl.meta import find_meta_files, read_meta
-from audioicl.prompts import AudioPart, ClipStore, build_prompt, load_morse_bank
-from audioicl.runner import Work, order_work
+from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl.inference.runner import Work, order_work
+from audioicl.prompts.build import build_prompt
+from audioicl.prompts.chat import AudioPart
+from audioicl.prompts.clips import ClipStore, load_morse_bank
+from audioicl.testing.checkpoints import tiny_checkpoint
 
 BLOCK = 16
 

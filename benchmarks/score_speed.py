@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from audioicl.scoring import ScoreOptions, find_result_files, score_files, write_detail, write_summary
+from audioicl.scoring.score import ScoreOptions, find_result_files, score_files, write_detail, write_summary
 from audioicl.seeding import rng_for
 from audioicl.tasks import task_names
 

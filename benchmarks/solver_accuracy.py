@@ -15,10 +15,11 @@ import time
 from collections import defaultdict
 
 from audioicl.backends.solvers import SOLVERS
-from audioicl.cli import parse_int_set
-from audioicl.meta import find_meta_files, read_meta
-from audioicl.prompts import MORSE_BANK_MODES, build_chat, load_morse_bank
-from audioicl.scoring import judge
+from audioicl.cli.main import parse_int_set
+from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl.prompts.build import build_chat
+from audioicl.prompts.clips import MORSE_BANK_MODES, load_morse_bank
+from audioicl.scoring.rules import judge
 from audioicl.tasks import task_names
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from audioicl.meta import find_meta_files, read_meta
+from audioicl.dataset.meta import find_meta_files, read_meta
 from audioicl.records import Clip, Episode
 
 PATTERNS = ("AAB", "ABA", "BAB", "BAA", "ABB", "BBA")
@@ -361,7 +361,7 @@ def synthesizer_kinds(per_kind: int, seed: int = 0) -> None:
     it from normal takes of the same unit, and how often the oracle's deviation rule (5 normal takes as the
     reference, measurements that start at 40-50 Hz) flags it: an anomaly it never flags is not heard."""
     from audioicl.backends.perceiving import DEVIATION_THRESHOLD, deviation_score
-    from audioicl.perception import ANOMALY_NORMAL_SPREAD, anomaly_features
+    from audioicl.perception.measure import ANOMALY_NORMAL_SPREAD, anomaly_features
     from audioicl.seeding import rng_for
     from audioicl.synth import machines
 

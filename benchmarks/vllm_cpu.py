@@ -22,9 +22,10 @@ from pathlib import Path
 
 from audioicl.backends import load_backend
 from audioicl.backends.base import GenerationConfig, Request
-from audioicl.meta import find_meta_files, read_meta
-from audioicl.prompts import ClipStore, build_prompt, load_morse_bank
-from audioicl.runner import order_work, workload
+from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl.inference.runner import order_work, workload
+from audioicl.prompts.build import build_prompt
+from audioicl.prompts.clips import ClipStore, load_morse_bank
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from audioicl.audio import SAMPLE_RATE, write_wav
-from audioicl.meta import write_meta
+from audioicl.dataset.meta import write_meta
 from audioicl.records import Clip, Demo, Episode, Query
 from audioicl.tasks import TASKS, episode_id
 
@@ -173,7 +173,7 @@ def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
     """
     for module in ("torch", "transformers", "torchvision"):
         pytest.importorskip(module)
-    from audioicl.checkpoints import FAMILIES, tiny_checkpoint
+    from audioicl.testing.checkpoints import FAMILIES, tiny_checkpoint
 
     root = tmp_path_factory.mktemp("tiny_checkpoints")
     return {family: tiny_checkpoint(family, root / family) for family in FAMILIES}
@@ -199,7 +199,7 @@ def tiny_thinker_checkpoints(tmp_path_factory) -> dict[str, Path]:
     """Omni family → thinker-only tiny checkpoint (the other layout a backend must load); same weights."""
     for module in ("torch", "transformers", "torchvision"):
         pytest.importorskip(module)
-    from audioicl.checkpoints import FAMILY_SPECS, tiny_checkpoint
+    from audioicl.testing.checkpoints import FAMILY_SPECS, tiny_checkpoint
 
     root = tmp_path_factory.mktemp("tiny_thinker_checkpoints")
     omni = [name for name, spec in FAMILY_SPECS.items() if spec.full_class is not None]
@@ -224,7 +224,7 @@ NINE_TASK_EPISODES = 3
 def nine_tasks(tmp_path_factory) -> Path:
     """All nine tasks as the builder makes them, 3 episodes each, k = 1..5; built once per session (per xdist
     worker) and shared read-only by the label-truth, perceiving, controls, probes and study tests."""
-    from audioicl.build import BuildOptions, build
+    from audioicl.dataset.build import BuildOptions, build
 
     out = tmp_path_factory.getbasetemp() / f"nine-tasks-{NINE_TASK_EPISODES}"
     build(out, BuildOptions(episodes=NINE_TASK_EPISODES), workers=2)

@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from audioicl.audio import SAMPLE_RATE, pcm16_bytes
-from audioicl.corpora import REGISTRY_FILE
 from audioicl.seeding import rng_for
+from audioicl.sources.corpora import REGISTRY_FILE
 from audioicl.synth import ambience, machines, percussion, speech
 
 ZIP_TIME = (2024, 4, 1, 0, 0, 0)  # fixed member times: the same archives, hence checksums, every run

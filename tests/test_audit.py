@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audioicl import audit
-from audioicl.audit import ClipInfo
-from audioicl.perception import LevelFeatures, level_features
+from audioicl.analysis import audit
+from audioicl.analysis.audit import ClipInfo
+from audioicl.perception.measure import LevelFeatures, level_features
 from audioicl.records import Clip, Demo, Episode, Query
 
 

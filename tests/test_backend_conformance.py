@@ -17,9 +17,12 @@ import pytest
 
 from audioicl.backends import load_backend
 from audioicl.backends.base import GenerationConfig, Request, Response
-from audioicl.meta import read_meta
-from audioicl.prompts import AudioPart, Chat, ClipStore, TextPart, build_prompt
-from audioicl.runner import RunOptions, run
+from audioicl.dataset.meta import read_meta
+from audioicl.inference.options import RunOptions
+from audioicl.inference.runner import run
+from audioicl.prompts.build import build_prompt
+from audioicl.prompts.chat import AudioPart, Chat, TextPart
+from audioicl.prompts.clips import ClipStore
 
 BUILTIN = ["builtin:random", "builtin:majority", "builtin:oracle", "builtin:icl"]
 MODEL_FAMILIES = ["qwen2-audio", "qwen2.5-omni", "qwen3-omni"]

@@ -11,9 +11,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
-from audioicl import checkpoints  # noqa: E402
-from audioicl.checkpoints import FAMILIES, family, tiny_checkpoint  # noqa: E402
-from audioicl.prompts import DEFAULT_SYSTEM  # noqa: E402
+from audioicl.prompts.sets import DEFAULT_SYSTEM  # noqa: E402
+from audioicl.testing import checkpoints  # noqa: E402
+from audioicl.testing.checkpoints import FAMILIES, family, tiny_checkpoint  # noqa: E402
 
 SR = checkpoints.SAMPLE_RATE
 # Audio tokens per second of the real encoders: 25 (Qwen2-Audio, Qwen2.5-Omni), 13 (Qwen3-Omni).

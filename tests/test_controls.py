@@ -14,28 +14,18 @@ import numpy as np
 import pytest
 
 from audioicl.audio import SAMPLE_RATE
-from audioicl.controls import (
-    CONTROLS,
-    NOISE_SECONDS,
-    ControlContext,
-    swap_partners,
-)
+from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl.dataset.sidecar import Sidecar, load_sidecar
 from audioicl.errors import AudioICLError
-from audioicl.meta import find_meta_files, read_meta
-from audioicl.prompts import (
-    NOISE_PATH,
-    AudioPart,
-    ClipStore,
-    Prompt,
-    build_prompt,
-    load_morse_bank,
-    render_text,
-)
+from audioicl.prompts.build import Prompt, build_prompt
+from audioicl.prompts.chat import AudioPart, render_text
+from audioicl.prompts.clips import NOISE_PATH, ClipStore, load_morse_bank
+from audioicl.prompts.controls import CONTROLS, NOISE_SECONDS, ControlContext, swap_partners
 from audioicl.records import Episode
 from audioicl.synth.morse import WORDS_5
 from audioicl.tasks import TASKS, task_names
 from audioicl.tasks.remap import PATTERNS
-from audioicl.transcripts import Sidecar, load_sidecar, read
+from audioicl.tasks.transcripts import read
 
 
 @pytest.fixture(scope="module")
@@ -332,7 +322,7 @@ def test_a_chat_without_a_frame_cannot_be_laid_out_again(root, episodes, clips):
 
 
 def test_noise_clip_is_an_audio_part_named_by_content():
-    from audioicl.controls import noise_clip
+    from audioicl.prompts.controls import noise_clip
 
     a, b = noise_clip(0, "AudioICL00001"), noise_clip(0, "AudioICL00001")
     assert isinstance(a, AudioPart) and a.digest == b.digest != noise_clip(1, "AudioICL00001").digest
@@ -340,7 +330,7 @@ def test_noise_clip_is_an_audio_part_named_by_content():
 
 @pytest.mark.parametrize("task", task_names())
 def test_every_task_has_a_label_space_random_labels_can_draw_from(task):
-    from audioicl.controls import draw_label
+    from audioicl.prompts.controls import draw_label
 
     rng = np.random.default_rng(0)
     drawn = {draw_label(task, rng, [], ["x"]) for _ in range(50)}

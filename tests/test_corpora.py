@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from test_sources import corpora as source_folders  # noqa: F401  (the fixture: tiny corpora in their layouts)
 
-from audioicl.build import BuildOptions, build
-from audioicl.corpora import (
+from audioicl.dataset.build import BuildOptions, build
+from audioicl.errors import AudioICLError
+from audioicl.sources.banks import SOURCE_KINDS, parse_sources
+from audioicl.sources.corpora import (
     BASE_URL_ENV,
     CORPUS_RECORD,
     REGISTRY_FILE,
@@ -31,8 +33,6 @@ from audioicl.corpora import (
     select,
     unverified_files,
 )
-from audioicl.errors import AudioICLError
-from audioicl.sources import SOURCE_KINDS, parse_sources
 
 
 def test_the_shipped_registry_pins_what_was_found_and_nothing_else():

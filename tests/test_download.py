@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from audioicl.download import (
+from audioicl.dataset.download import (
     RemoteFile,
     Snapshot,
     _check_root,
@@ -82,7 +82,8 @@ def test_without_the_hub_extra_the_error_says_how_to_install_it(monkeypatch):
 
 
 def test_run_records_carry_the_commit_and_refuse_a_changed_one(fresh_dataset, tmp_path):
-    from audioicl.runner import RunOptions, run
+    from audioicl.inference.options import RunOptions
+    from audioicl.inference.runner import run
 
     _write_source(fresh_dataset, SNAP, complete=True)
     options = RunOptions(data=fresh_dataset, model="builtin:random", out=tmp_path / "out", shots=(1,))
@@ -97,7 +98,8 @@ def test_run_records_carry_the_commit_and_refuse_a_changed_one(fresh_dataset, tm
 
 
 def test_a_dataset_that_was_not_downloaded_records_no_source(fresh_dataset, tmp_path):
-    from audioicl.runner import RunOptions, run
+    from audioicl.inference.options import RunOptions
+    from audioicl.inference.runner import run
 
     run(
         RunOptions(data=fresh_dataset, model="builtin:random", out=tmp_path, shots=(1,)),

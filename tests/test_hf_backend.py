@@ -21,10 +21,13 @@ from audioicl.audio import SAMPLE_RATE, write_wav  # noqa: E402
 from audioicl.backends import load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.backends.rendering import FAMILIES, family_of, render_chat  # noqa: E402
+from audioicl.dataset.meta import read_meta  # noqa: E402
 from audioicl.errors import AudioICLError  # noqa: E402
-from audioicl.meta import read_meta  # noqa: E402
-from audioicl.prompts import AudioPart, ClipStore, build_prompt  # noqa: E402
-from audioicl.runner import RunOptions, run  # noqa: E402
+from audioicl.inference.options import RunOptions  # noqa: E402
+from audioicl.inference.runner import run  # noqa: E402
+from audioicl.prompts.build import build_prompt  # noqa: E402
+from audioicl.prompts.chat import AudioPart  # noqa: E402
+from audioicl.prompts.clips import ClipStore  # noqa: E402
 
 FAMILY_NAMES = ("qwen2-audio", "qwen2.5-omni", "qwen3-omni")
 
@@ -311,7 +314,7 @@ def test_a_prompt_the_processor_refuses_fails_alone(backends, tiny_dataset):
     # a chat whose text holds an extra placeholder: the template writes more placeholders than clips
     from dataclasses import replace
 
-    from audioicl.prompts import Message, TextPart
+    from audioicl.prompts.chat import Message, TextPart
 
     user = broken_chat.messages[1]
     broken = replace(

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audioicl import perception
 from audioicl.audio import SAMPLE_RATE, load
-from audioicl.build import build
-from audioicl.meta import find_meta_files, read_meta
+from audioicl.dataset.build import build
+from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl.perception import measure as perception
 from audioicl.records import Clip, Episode
 from audioicl.tasks.context import BuildOptions
 from audioicl.tasks.operator import GAP_SECONDS

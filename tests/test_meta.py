@@ -11,8 +11,7 @@ import soundfile as sf
 from reference_data import REFERENCE
 
 from audioicl.audio import SAMPLE_RATE, load, pcm16_bytes, resample, write_wav
-from audioicl.errors import AudioICLError
-from audioicl.meta import (
+from audioicl.dataset.meta import (
     dumps_episode,
     episode_from_json,
     find_meta_files,
@@ -23,6 +22,7 @@ from audioicl.meta import (
     scan_meta,
     write_meta,
 )
+from audioicl.errors import AudioICLError
 from audioicl.records import Clip, Demo, Episode, Query
 
 REFERENCE_FILES = sorted(REFERENCE.glob("meta_k*.jsonl"))

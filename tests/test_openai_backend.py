@@ -20,9 +20,11 @@ from chat_server import ChatServer, answer_for, messages_digest  # noqa: E402
 from audioicl.backends import load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.backends.openai import chat_messages  # noqa: E402
+from audioicl.dataset.meta import read_meta  # noqa: E402
 from audioicl.errors import AudioICLError  # noqa: E402
-from audioicl.meta import read_meta  # noqa: E402
-from audioicl.prompts import AudioPart, ClipStore, TextPart, build_prompt  # noqa: E402
+from audioicl.prompts.build import build_prompt  # noqa: E402
+from audioicl.prompts.chat import AudioPart, TextPart  # noqa: E402
+from audioicl.prompts.clips import ClipStore  # noqa: E402
 
 FAST = {"backoff": "0.01", "max_backoff": "0.05"}
 
@@ -105,7 +107,7 @@ def _parts(message: dict) -> list[dict]:
 
 
 def test_audio_outside_a_user_turn_is_an_error_response(server):
-    from audioicl.prompts import Chat, Message
+    from audioicl.prompts.chat import Chat, Message
 
     clip = AudioPart.of(np.zeros(1600, dtype=np.float32), 16_000)
     chat = Chat("AudioCount", (Message("system", (clip,)), Message("user", (TextPart("x"),))), ())

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from audioicl.errors import AudioICLError
-from audioicl.paired import (
+from audioicl.analysis.compare import (
     MEAN_TASK,
     adjust,
     bootstrap_mean,
@@ -17,6 +16,7 @@ from audioicl.paired import (
     randomization_p,
     read_per_example,
 )
+from audioicl.errors import AudioICLError
 
 
 def test_mcnemar_exact_is_the_two_sided_binomial_test_of_the_discordant_pairs():

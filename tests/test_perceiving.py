@@ -30,10 +30,12 @@ from audioicl.backends.perceiving import (
     read_with_table,
 )
 from audioicl.backends.solvers import SOLVERS
-from audioicl.meta import find_meta_files, read_meta
-from audioicl.prompts import AudioPart, Chat, PromptItem, build_chat, load_morse_bank
+from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl.prompts.build import build_chat
+from audioicl.prompts.chat import AudioPart, Chat, PromptItem
+from audioicl.prompts.clips import load_morse_bank
 from audioicl.records import Clip, Episode, Query
-from audioicl.scoring import judge
+from audioicl.scoring.rules import judge
 from audioicl.synth.morse import MORSE_CODE
 from audioicl.tasks import task_names
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audioicl import perception as P
+from audioicl.perception import measure as P
 from audioicl.synth import dsp
 from audioicl.synth.ambience import background
 from audioicl.synth.morse import MorseStyle, key_text

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from audioicl.meta import find_meta_files, read_meta
-from audioicl.probes import PROBE_QUESTIONS, PROBE_SET, probe
+from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl.dataset.sidecar import load_sidecar
+from audioicl.prompts.probes import PROBE_QUESTIONS, PROBE_SET, probe
 from audioicl.tasks import task_names
-from audioicl.transcripts import load_sidecar, read
+from audioicl.tasks.transcripts import read
 
 
 @pytest.fixture(scope="module")

@@ -8,21 +8,16 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from audioicl.dataset.meta import read_meta, write_meta
 from audioicl.errors import AudioICLError
-from audioicl.meta import read_meta, write_meta
-from audioicl.prompts import (
+from audioicl.prompts.build import build_chat, build_prompt
+from audioicl.prompts.chat import AudioPart, TextPart, render_text
+from audioicl.prompts.clips import ClipStore, load_morse_bank, pad_chats
+from audioicl.prompts.sets import (
     GENERAL_INSTRUCTION,
     QWEN_OMNI_SYSTEM,
-    AudioPart,
-    ClipStore,
     PromptSet,
-    TextPart,
-    build_chat,
-    build_prompt,
-    load_morse_bank,
     load_prompt_set,
-    pad_chats,
-    render_text,
     system_family,
 )
 from audioicl.records import Clip, Demo, Episode, Query

@@ -14,9 +14,10 @@ import soundfile as sf
 from audioicl import audio
 from audioicl.backends import base
 from audioicl.backends.base import Workload, load_backend
-from audioicl.meta import read_meta
-from audioicl.prompts import ClipStore, build_prompt, load_morse_bank
-from audioicl.runner import workload
+from audioicl.dataset.meta import read_meta
+from audioicl.inference.runner import workload
+from audioicl.prompts.build import build_prompt
+from audioicl.prompts.clips import ClipStore, load_morse_bank
 
 
 def chats(dataset, ks=(1, 2, 3), family="default", layout="original"):
@@ -81,7 +82,7 @@ def _shared(a: list[str], b: list[str]) -> int:
 
 def test_prefix_order_puts_prompts_sharing_a_prefix_together(tiny_dataset):
     from audioicl.backends.rendering import FAMILIES, prefix_key
-    from audioicl.prompts import message_text
+    from audioicl.prompts.chat import message_text
 
     spec = FAMILIES[0]
     keys = []

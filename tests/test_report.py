@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from audioicl.analysis.report import ReportOptions, write_report
+from audioicl.analysis.report.accuracy import load_grid
+from audioicl.analysis.report.examples import interleave, read_scored, select_examples
+from audioicl.analysis.report.tables import accuracy_table, markdown_table
 from audioicl.audio import write_wav
 from audioicl.errors import AudioICLError
-from audioicl.report import ReportOptions, write_report
-from audioicl.report.accuracy import chance_level, load_grid
-from audioicl.report.examples import interleave, read_scored, select_examples
-from audioicl.report.tables import accuracy_table, markdown_table
+from audioicl.tasks.chance import chance_level
 
 SUMMARY = """model,shots,task,accuracy,n\r
 modelA,1,AudioCount,0.500000,100\r

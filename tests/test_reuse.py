@@ -28,11 +28,13 @@ from audioicl.backends.reuse import (  # noqa: E402
     shared_prefix,
     token_sequence,
 )
+from audioicl.dataset.meta import read_meta  # noqa: E402
 from audioicl.errors import AudioICLError  # noqa: E402
-from audioicl.meta import read_meta  # noqa: E402
-from audioicl.prompts import AudioPart, ClipStore, build_prompt, load_morse_bank  # noqa: E402
+from audioicl.inference.runner import Work, windows  # noqa: E402
+from audioicl.prompts.build import build_prompt  # noqa: E402
+from audioicl.prompts.chat import AudioPart  # noqa: E402
+from audioicl.prompts.clips import ClipStore, load_morse_bank  # noqa: E402
 from audioicl.records import Episode, Query  # noqa: E402
-from audioicl.runner import Work, windows  # noqa: E402
 
 FAMILY_NAMES = ("qwen2-audio", "qwen2.5-omni", "qwen3-omni")
 AUDIO = 99

@@ -14,11 +14,19 @@ import pytest
 from audioicl.backends import load_backend, parse_model_spec
 from audioicl.backends.base import GenerationConfig, Request
 from audioicl.backends.solvers import demo_labels
+from audioicl.dataset.meta import read_meta
 from audioicl.errors import AudioICLError
-from audioicl.meta import read_meta
-from audioicl.prompts import build_chat
-from audioicl.results import FileLock, ResultsLog, drop_error_lines, iter_results, merge_shards, repair_tail
-from audioicl.runner import RunOptions, Shard, run, select_episodes
+from audioicl.inference.options import RunOptions, Shard
+from audioicl.inference.results import (
+    FileLock,
+    ResultsLog,
+    drop_error_lines,
+    iter_results,
+    merge_shards,
+    repair_tail,
+)
+from audioicl.inference.runner import run, select_episodes
+from audioicl.prompts.build import build_chat
 from audioicl.tasks import TASKS
 
 

@@ -10,26 +10,23 @@ from pathlib import Path
 import pytest
 
 from audioicl.errors import AudioICLError
-from audioicl.scoring import (
-    INT_TASKS,
+from audioicl.scoring.rules import INT_TASKS, judge, last_int
+from audioicl.scoring.score import (
     ResultFile,
     ResultKeys,
     ScoreOptions,
     SummaryRow,
-    cluster_bootstrap,
     find_result_files,
     format_table,
     iter_scored_lines,
-    judge,
-    last_int,
     parse_result_name,
     read_summary,
     score_files,
-    wilson_interval,
     write_detail,
     write_per_example,
     write_summary,
 )
+from audioicl.scoring.stats import cluster_bootstrap, wilson_interval
 
 ALL_TASKS = sorted(INT_TASKS) + ["AnomalyDetect", "AudioRemap", "MorseCode", "SomethingElse", ""]
 
@@ -595,7 +592,7 @@ def test_worker_processes_give_the_same_scores_as_one_process(tmp_path, monkeypa
     """The parallel path (worker processes over files) must not change a single number or count."""
     import random
 
-    from audioicl import scoring
+    from audioicl.scoring import score as scoring
 
     rnd = random.Random(0)
     for k in (1, 2, 3):

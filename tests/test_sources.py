@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from audioicl.audio import SAMPLE_RATE, load, write_wav
-from audioicl.build import BuildOptions, build
+from audioicl.dataset.build import BuildOptions, build
+from audioicl.dataset.meta import read_meta
 from audioicl.errors import AudioICLError
-from audioicl.meta import read_meta
-from audioicl.sources import parse_sources
+from audioicl.sources.banks import parse_sources
 
 
 def tone(seconds: float, hz: float, seed: int) -> np.ndarray:

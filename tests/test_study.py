@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from audioicl.dataset.meta import find_meta_files, read_meta, write_meta
 from audioicl.errors import AudioICLError
-from audioicl.meta import find_meta_files, read_meta, write_meta
-from audioicl.results import iter_results
-from audioicl.runner import RunOptions, run
-from audioicl.scoring import judge
+from audioicl.inference.options import RunOptions
+from audioicl.inference.results import iter_results
+from audioicl.inference.runner import run
+from audioicl.scoring.rules import judge
 
 EPISODES = 3
 RULE_FROM_LABELS = ("AudioCount", "AudioCountHard", "AudioLength", "AudioLengthHard", "AudioOperatorHard")

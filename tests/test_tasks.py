@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from audioicl.audio import SAMPLE_RATE
-from audioicl.sources import SoundSources
+from audioicl.sources.banks import SoundSources
 from audioicl.synth.dsp import rms
 from audioicl.tasks import TASKS, task_names
 from audioicl.tasks.context import BuildOptions, GenContext

@@ -18,8 +18,10 @@ from audioicl.backends.textonly import (
     text_only_answer,
     weights_for,
 )
-from audioicl.meta import read_meta
-from audioicl.prompts import AudioPart, Chat, PromptItem, SilentClips, build_chat, build_prompt
+from audioicl.dataset.meta import read_meta
+from audioicl.prompts.build import build_chat, build_prompt
+from audioicl.prompts.chat import AudioPart, Chat, PromptItem
+from audioicl.prompts.clips import SilentClips
 from audioicl.records import Clip, Demo, Episode, Query
 from audioicl.tasks.remap import PATTERNS
 

@@ -9,21 +9,18 @@ import numpy as np
 import pytest
 
 from audioicl.audio import SAMPLE_RATE
+from audioicl.dataset.sidecar import dumps_sidecar, load_sidecar, write_sidecar
 from audioicl.errors import AudioICLError
+from audioicl.perception.transcribe import Heard, perceive
 from audioicl.synth.morse import MorseStyle, key_text
-from audioicl.transcripts import (
-    Heard,
-    dumps_sidecar,
+from audioicl.tasks.transcripts import (
     events_text,
-    load_sidecar,
     measured_text,
     morse_text,
-    perceive,
     read,
     sounds_text,
     spoken_text,
     timeline_text,
-    write_sidecar,
 )
 
 

@@ -10,10 +10,8 @@ import numpy as np
 import pytest
 
 from audioicl.audio import write_wav
-from audioicl.errors import AudioICLError
-from audioicl.meta import dumps_episode, write_meta
-from audioicl.records import Clip, Demo, Episode, Query
-from audioicl.validate import (
+from audioicl.dataset.meta import dumps_episode, write_meta
+from audioicl.dataset.validate import (
     ALPHABET,
     BAD_AUDIO,
     BAD_PATH,
@@ -33,6 +31,8 @@ from audioicl.validate import (
     format_report,
     validate,
 )
+from audioicl.errors import AudioICLError
+from audioicl.records import Clip, Demo, Episode, Query
 
 # --------------------------------------------------------------------------- a small clean dataset
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from audioicl.cli import main
+from audioicl.cli.main import main
 
 sys.exit(main())

@@ -21,8 +21,8 @@ import pytest
 import test_label_truth as truth
 from corpus_server import CorpusServer, closed_port_url, make_archives, registry_for, url_path
 
-from audioicl.corpora import REGISTRY_FILE
-from audioicl.meta import find_meta_files, read_meta
+from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl.sources.corpora import REGISTRY_FILE
 
 HANG_GUARD_S = 300  # only stops a hung test; nothing is timed
 EPISODES = truth.EPISODES

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from audioicl.meta import read_meta
+from audioicl.dataset.meta import read_meta
 
 TIMING = ("seconds",)
 

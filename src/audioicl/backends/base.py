@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import AudioICLError
-from ..prompts import Chat
-from ..registry import Registry
+from audioicl.errors import AudioICLError
+from audioicl.prompts.chat import Chat
+from audioicl.registry import Registry
 
 
 @dataclass(frozen=True)

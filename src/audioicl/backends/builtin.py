@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AudioICLError
+from audioicl.errors import AudioICLError
+
 from . import floors, perceiving, textonly  # noqa: F401  (register their solvers)
 from .base import Backend, GenerationConfig, Request, Response, refuse_unknown_options, register_backend
 from .solvers import SOLVERS, Solver

@@ -10,9 +10,10 @@ from collections import Counter
 
 import numpy as np
 
-from ..prompts import Chat
-from ..seeding import rng_for
-from ..tasks import TASKS
+from audioicl.prompts.chat import Chat
+from audioicl.seeding import rng_for
+from audioicl.tasks import TASKS
+
 from .solvers import Solver, chat_key, demo_labels, register_solver
 
 

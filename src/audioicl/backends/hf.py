@@ -41,9 +41,10 @@ from typing import Any
 import torch
 import transformers
 
-from .. import audio
-from ..errors import AudioICLError
-from ..prompts import AudioPart
+from audioicl import audio
+from audioicl.errors import AudioICLError
+from audioicl.prompts.chat import AudioPart
+
 from .base import (
     Backend,
     GenerationConfig,

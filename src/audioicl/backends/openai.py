@@ -42,9 +42,11 @@ from typing import Any
 
 import httpx
 
-from .. import audio
-from ..errors import AudioICLError
-from ..prompts import AudioPart, Chat, TextPart, system_family
+from audioicl import audio
+from audioicl.errors import AudioICLError
+from audioicl.prompts.chat import AudioPart, Chat, TextPart
+from audioicl.prompts.sets import system_family
+
 from .base import (
     Backend,
     GenerationConfig,

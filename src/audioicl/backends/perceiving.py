@@ -45,10 +45,14 @@ from functools import partial
 
 import numpy as np
 
-from .. import perception, transcripts
-from ..probes import PROBE_QUESTIONS
-from ..prompts import AudioPart, Chat, PromptItem
-from ..tasks.operator import GAP_SECONDS, Expression
+from audioicl.perception import measure as perception
+from audioicl.perception.transcribe import machine_groups
+from audioicl.prompts.chat import AudioPart, Chat, PromptItem
+from audioicl.prompts.probes import PROBE_QUESTIONS
+from audioicl.tasks.operator import GAP_SECONDS, Expression
+from audioicl.tasks.transcripts import Reading
+from audioicl.tasks.transcripts import read as read_transcript
+
 from .solvers import Solver, register_solver
 
 OPERATIONS = ("add", "sub", "mul")
@@ -140,19 +144,19 @@ TRUE_FEATURE = {
 MAPPINGS = ("identity", "offset", "scale")
 
 
-def reading(item: PromptItem) -> transcripts.Reading | None:
+def reading(item: PromptItem) -> Reading | None:
     """What the item's transcript says, when it comes as text (None: it comes as audio)."""
     if item.audio is not None:
         return None
     if item.transcript is None:
         raise Unheard(item.tag)
     try:
-        return transcripts.read(item.transcript)
+        return read_transcript(item.transcript)
     except ValueError as exc:
         raise Unheard(str(exc)) from None
 
 
-def _read_feature(name: str, text: transcripts.Reading) -> float:
+def _read_feature(name: str, text: Reading) -> float:
     if name == "duration":
         return float(text.seconds or 0.0)
     if name == "non_silent":
@@ -267,7 +271,7 @@ def _filler_names(
     return measure(f"fillers-vs:{reference_name}", item.audio, names)  # type: ignore[return-value]
 
 
-def read_expressions(texts: Sequence[transcripts.Reading]) -> list[HeardExpression]:
+def read_expressions(texts: Sequence[Reading]) -> list[HeardExpression]:
     """Each transcript's digits, and its sounds numbered in order of first appearance."""
     numbers: dict[str, int] = {}
     heard = []
@@ -484,9 +488,7 @@ def _nearest_label(demos: Sequence[PromptItem], feats: np.ndarray, scale: np.nda
 
 # The prior spread of a transcript's measurements: the grouping of ``transcripts.machine_groups`` applied to
 # the spreads (a group's mean varies less than its members, so this errs wide).
-MEASURED_NORMAL_SPREAD = np.concatenate(
-    list(transcripts.machine_groups(perception.ANOMALY_NORMAL_SPREAD).values())
-)
+MEASURED_NORMAL_SPREAD = np.concatenate(list(machine_groups(perception.ANOMALY_NORMAL_SPREAD).values()))
 
 # Chosen on simulated episodes of the seed 1-3 machine pools (not the default seed 0 that the figures use).
 DEVIATION_THRESHOLD = 5.0  # normal spreads: the query is anomalous past this in any one measurement

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import AudioICLError
-from ..prompts import AudioPart, Chat, message_text
+from audioicl.errors import AudioICLError
+from audioicl.prompts.chat import AudioPart, Chat, message_text
 
 
 @dataclass(frozen=True)

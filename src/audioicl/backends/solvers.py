@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from ..prompts import Chat, PromptItem, render_text
-from ..registry import Registry
+from audioicl.prompts.chat import Chat, PromptItem, render_text
+from audioicl.registry import Registry
 
 Solver = Callable[[Chat], str]
 SolverFactory = Callable[[int], Solver]

@@ -32,11 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..prompts import Chat
-from ..seeding import rng_for
-from ..tasks import TASKS
-from ..tasks.operator import DIGITS, Expression
-from ..tasks.remap import PATTERNS
+from audioicl.prompts.chat import Chat
+from audioicl.seeding import rng_for
+from audioicl.tasks import TASKS
+from audioicl.tasks.operator import DIGITS, Expression
+from audioicl.tasks.remap import PATTERNS
+
 from .solvers import Solver, register_solver
 
 NAME = "text-only"

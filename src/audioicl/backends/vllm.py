@@ -34,8 +34,9 @@ from typing import Any
 import transformers
 import vllm
 
-from ..errors import AudioICLError
-from ..prompts import AudioPart
+from audioicl.errors import AudioICLError
+from audioicl.prompts.chat import AudioPart
+
 from .base import (
     Backend,
     GenerationConfig,

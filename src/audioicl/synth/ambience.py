@@ -14,15 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .dsp import (
-    band_filter,
-    filtered_noise,
-    raised_cosine,
-    resonance_gain,
-    rms,
-    shaped_noise,
-    smooth_random,
-)
+from .dsp import band_filter, filtered_noise, raised_cosine, resonance_gain, rms, shaped_noise, smooth_random
 
 LEVEL_RMS = 0.1
 MAX_CREST = 4.0  # peak / RMS after limiting (12 dB)

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import AudioICLError
+from audioicl.errors import AudioICLError
+
 from .dsp import db_to_gain, rms
 
 MACHINE_TYPES = ("ToyCar", "ToyTrain", "bearing", "fan", "gearbox", "slider", "valve")

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..seeding import rng_for
+from audioicl.seeding import rng_for
+
 from .dsp import (
     butterworth_gain,
     filtered_noise,

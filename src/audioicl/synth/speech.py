@@ -24,8 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE, resample
-from ..errors import AudioICLError
+from audioicl.audio import SAMPLE_RATE, resample
+from audioicl.errors import AudioICLError
+
 from .dsp import fade, trim_silence
 
 _AUDIO_OUTPUT_SYNCHRONOUS = 2

@@ -6,9 +6,10 @@ import functools
 from collections import Counter
 from dataclasses import dataclass
 
-from ..errors import AudioICLError
-from ..records import Clip, Demo, Episode, Query
-from ..sources import MachineClip
+from audioicl.errors import AudioICLError
+from audioicl.records import Clip, Demo, Episode, Query
+from audioicl.sources.banks import MachineClip
+
 from .base import TASKS, TaskSpec, episode_id, label_set, register
 from .context import GenContext, PlannedEpisode, PlannedFile, TaskGenerator
 

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..registry import Registry
+from audioicl.registry import Registry
 
 AnswerKind = Literal["integer", "word", "letters", "label"]
 

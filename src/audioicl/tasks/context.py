@@ -16,10 +16,11 @@ from typing import Literal
 
 import numpy as np
 
-from ..records import Clip, Demo, Episode, Query
-from ..seeding import derive_seed, rng_for
-from ..sources import SoundSources
-from ..synth.percussion import OneShot
+from audioicl.records import Clip, Demo, Episode, Query
+from audioicl.seeding import derive_seed, rng_for
+from audioicl.sources.banks import SoundSources
+from audioicl.synth.percussion import OneShot
+
 from .base import TaskSpec, episode_id
 
 CountLabels = Literal["distinct", "independent"]

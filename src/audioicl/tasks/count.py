@@ -6,11 +6,11 @@ import functools
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE
-from ..errors import AudioICLError
-from ..synth import dsp
-from ..synth.percussion import OneShot
-from ..transcripts import events_text
+from audioicl.audio import SAMPLE_RATE
+from audioicl.errors import AudioICLError
+from audioicl.synth import dsp
+from audioicl.synth.percussion import OneShot
+
 from .base import TaskSpec, integer_labels, register
 from .context import (
     BuildOptions,
@@ -21,6 +21,7 @@ from .context import (
     peak_safe,
     single_clip_episode,
 )
+from .transcripts import events_text
 
 COUNT_LABELS = integer_labels(1, 8)
 MAX_COUNT = 8

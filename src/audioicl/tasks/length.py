@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE
-from ..synth import dsp
-from ..transcripts import timeline_text
+from audioicl.audio import SAMPLE_RATE
+from audioicl.synth import dsp
+
 from .base import TaskSpec, integer_labels, register
 from .context import GenContext, PlannedEpisode, PlannedFile, TaskGenerator, single_clip_episode
+from .transcripts import timeline_text
 
 MAX_SECONDS = 20
 CLIPS_PER_LENGTH = 20  # the demo pool: 20 clips per label, drawn from by all episodes (as the original)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 import string
 
-from ..errors import AudioICLError
-from ..seeding import rng_for
-from ..synth import morse
-from ..transcripts import morse_text
+from audioicl.errors import AudioICLError
+from audioicl.seeding import rng_for
+from audioicl.synth import morse
+
 from .base import LabelSpace, TaskSpec, register
 from .context import BuildOptions, GenContext, PlannedEpisode, PlannedFile, TaskGenerator, single_clip_episode
+from .transcripts import morse_text
 
 WORDS_FOLDER = "data/MorseCode/words/wav"
 ALPHABET_FOLDER = "data/MorseCode/alphabet"

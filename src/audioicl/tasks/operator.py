@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE
-from ..errors import AudioICLError
-from ..synth import dsp
-from ..transcripts import spoken_text
+from audioicl.audio import SAMPLE_RATE
+from audioicl.errors import AudioICLError
+from audioicl.synth import dsp
+
 from .base import TaskSpec, label_set, register
 from .context import BuildOptions, GenContext, PlannedEpisode, PlannedFile, TaskGenerator, single_clip_episode
+from .transcripts import spoken_text
 
 DIGITS = range(1, 10)
 OPERATORS = ("add", "sub", "mul")

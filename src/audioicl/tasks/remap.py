@@ -8,14 +8,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE
-from ..errors import AudioICLError
-from ..records import Clip, Demo, Episode, Query
-from ..synth import dsp
-from ..synth.percussion import OneShot
-from ..transcripts import sounds_text
+from audioicl.audio import SAMPLE_RATE
+from audioicl.errors import AudioICLError
+from audioicl.records import Clip, Demo, Episode, Query
+from audioicl.synth import dsp
+from audioicl.synth.percussion import OneShot
+
 from .base import LabelSpace, TaskSpec, episode_id, register
 from .context import GenContext, PlannedEpisode, PlannedFile, TaskGenerator
+from .transcripts import sounds_text
 
 PATTERNS = ("AAB", "ABA", "BAB", "BAA", "ABB", "BBA")
 MIX_GAP_SECONDS = 0.15  # silence between the three sounds of a MIX

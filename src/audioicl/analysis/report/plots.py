@@ -1,0 +1,146 @@
+"""Accuracy-vs-shots figures as PNG bytes: one per task, and an overview grid with the mean over tasks.
+
+Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas, so no pyplot state or display is used.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import PercentFormatter
+
+from audioicl.tasks.chance import Chance, chance_level, mean_chance
+
+from .accuracy import FLOOR_MODEL, AccuracyGrid
+from .tables import format_chance
+
+PANEL_COLUMNS = 4
+MEAN_PANEL = "mean over tasks"
+
+
+def model_colors(models: tuple[str, ...]) -> dict[str, str]:
+    """The same colour for a model in every figure."""
+    return {model: f"C{i % 10}" for i, model in enumerate(models)}
+
+
+def dodge(index: int, count: int, step: float = 0.06) -> float:
+    """A small x offset per model, so equal accuracies do not hide each other's line and bars."""
+    return (index - (count - 1) / 2) * step
+
+
+FLOOR_STYLE = {"color": "0.2", "linestyle": ":", "marker": "x", "linewidth": 1.5}
+FLOOR_LABEL = "text-only floor"
+
+
+def _draw_task(ax: Axes, grid: AccuracyGrid, task: str, colors: dict[str, str]) -> None:
+    """One line per model with error bars (the grid's interval) and a faint band between them; the floor
+    apart."""
+    for index, model in enumerate(grid.lines):
+        points = [(k, c) for k in grid.shots if (c := grid.cell(model, k, task)) is not None]
+        if not points:
+            continue
+        xs = [k + dodge(index, len(grid.lines)) for k, _ in points]
+        ys = [c.accuracy for _, c in points]
+        lows = [c.low for _, c in points]
+        highs = [c.high for _, c in points]
+        errors = [
+            [y - low for y, low in zip(ys, lows, strict=True)],
+            [h - y for y, h in zip(ys, highs, strict=True)],
+        ]
+        ax.errorbar(xs, ys, yerr=errors, color=colors[model], marker="o", capsize=3, label=model)
+        ax.fill_between(xs, lows, highs, color=colors[model], alpha=0.12, linewidth=0)
+    if grid.floor is not None:
+        points = [(k, c.accuracy) for k in grid.shots if (c := grid.cell(grid.floor, k, task)) is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), **FLOOR_STYLE, label=FLOOR_LABEL)
+
+
+def _draw_mean(ax: Axes, grid: AccuracyGrid, colors: dict[str, str]) -> None:
+    for index, model in enumerate(grid.lines):
+        offset = dodge(index, len(grid.lines))
+        points = [(k + offset, m.accuracy) for k in grid.shots if (m := grid.mean(model, k)) is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), color=colors[model], marker="o", label=model)
+    if grid.floor is not None:
+        points = [(k, m.accuracy) for k in grid.shots if (m := grid.mean(grid.floor, k)) is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), **FLOOR_STYLE, label=FLOOR_LABEL)
+
+
+def _draw_chance(ax: Axes, chance: Chance) -> None:
+    if chance.value is not None:
+        ax.axhline(
+            chance.value, color="0.35", linestyle="--", linewidth=1, label=f"chance {format_chance(chance)}"
+        )
+
+
+def _style(ax: Axes, grid: AccuracyGrid, title: str) -> None:
+    ax.set_title(title or "(no task)")
+    ax.set_xticks(list(grid.shots))
+    ax.set_xlim(min(grid.shots) - 0.3, max(grid.shots) + 0.3)
+    ax.set_ylim(-0.02, 1.02)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.grid(True, alpha=0.3)
+
+
+def _png(fig: Figure) -> bytes:
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def task_figure(grid: AccuracyGrid, task: str) -> bytes:
+    chance = chance_level(task)
+    fig = Figure(figsize=(6.4, 4.2), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    _draw_task(ax, grid, task, model_colors(grid.models))
+    _draw_chance(ax, chance)
+    _style(ax, grid, task)
+    ax.set_xlabel("shots (k)")
+    ax.set_ylabel(f"accuracy ({grid.interval_label})")
+    ax.legend(loc="best", fontsize="small")
+    floor = "; dotted: text-only floor (the prompt without its audio)" if grid.floor else ""
+    fig.supxlabel(f"dashed: chance level ({chance.note}){floor}", fontsize="x-small", color="0.35")
+    return _png(fig)
+
+
+def overview_figure(grid: AccuracyGrid) -> bytes:
+    """All tasks in a grid of panels, the last panel the unweighted mean over tasks; one shared legend."""
+    panels = [*grid.tasks, MEAN_PANEL]
+    columns = min(PANEL_COLUMNS, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    fig = Figure(figsize=(3.2 * columns, 2.6 * rows + 0.6), dpi=100, layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    colors = model_colors(grid.models)
+    for ax, panel in zip(axes, panels, strict=False):
+        if panel == MEAN_PANEL:
+            _draw_mean(ax, grid, colors)
+            _draw_chance(ax, mean_chance(grid.tasks))
+        else:
+            _draw_task(ax, grid, panel, colors)
+            _draw_chance(ax, chance_level(panel))
+        _style(ax, grid, panel)
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    for index, ax in enumerate(axes[: len(panels)]):
+        if index + columns >= len(panels):  # nothing below it
+            ax.set_xlabel("shots (k)")
+    handles = [Line2D([], [], color=colors[model], marker="o") for model in grid.lines]
+    names = list(grid.lines)
+    if grid.floor is not None:
+        handles.append(Line2D([], [], **FLOOR_STYLE))
+        names.append(FLOOR_LABEL if grid.floor == FLOOR_MODEL else f"{FLOOR_LABEL} ({grid.floor})")
+    fig.legend(
+        handles,
+        names,
+        loc="outside lower center",
+        ncols=min(len(handles), 4),
+        title=f"models (bars: {grid.interval_label}; dashed: chance level; dotted: text-only floor)",
+    )
+    return _png(fig)

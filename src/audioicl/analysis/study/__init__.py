@@ -1,0 +1,1 @@
+"""``audioicl study``: conditions, the grid run with one backend, and its report."""

@@ -1,0 +1,50 @@
+"""study part: analysis.study.conditions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from audioicl.errors import AudioICLError
+from audioicl.inference.options import CONDITION_MARK
+from audioicl.prompts.controls import CONTROLS
+from audioicl.prompts.sets import Style
+
+FLOOR_SPEC = "builtin:text-only"
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    tells: str
+    style: Style = "specific"
+    control: str | None = None
+    probe: bool = False
+    zero_shot: bool = False  # also runs k = 0
+
+    def model_name(self, base: str) -> str:
+        """The results' model name (the runner adds ``+<control>`` and ``+probe`` itself)."""
+        return f"{base}{CONDITION_MARK}style-{self.style}" if self.style != "specific" else base
+
+    def label(self, base: str) -> str:
+        name = self.model_name(base)
+        suffix = self.control or ("probe" if self.probe else None)
+        return f"{name}{CONDITION_MARK}{suffix}" if suffix else name
+
+
+CONDITIONS: tuple[Condition, ...] = (
+    Condition("plain", "audio ICL with the task's instruction; k = 0 is zero-shot", zero_shot=True),
+    Condition(
+        "general", "the one task-agnostic instruction instead of the task's", "general", zero_shot=True
+    ),
+    Condition("none", "no instruction at all", "none", zero_shot=True),
+    *(Condition(name, control.summary, control=name) for name, control in CONTROLS.items()),
+    Condition("probe", "perception: the perceptual question asked directly, zero-shot", probe=True),
+)
+CONDITION_NAMES: tuple[str, ...] = tuple(c.name for c in CONDITIONS)
+
+
+def condition(name: str) -> Condition:
+    for found in CONDITIONS:
+        if found.name == name:
+            return found
+    raise AudioICLError(f"unknown condition {name!r} (known: {', '.join(CONDITION_NAMES)})")

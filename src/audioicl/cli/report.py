@@ -1,0 +1,79 @@
+"""``audioicl report``: plots, a markdown table and a self-contained HTML page from a summary CSV."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from audioicl.analysis.report import DEFAULT_AUDIO_BUDGET, FLOOR_MODEL, ReportOptions, write_report
+from audioicl.analysis.report.accuracy import INTERVALS
+from audioicl.errors import AudioICLError
+
+from .options import command
+
+
+def _add(sub):
+    p = sub.add_parser(
+        "report",
+        help="plots, a markdown table and an HTML page from scores",
+        description=(
+            "Write accuracy-vs-shots plots (one PNG per task and an overview), report.md (accuracy table with "
+            "95% intervals: Wilson, or with --interval cluster also spanning the cluster bootstrap over query "
+            "clips) and a self-contained report.html. With --results, the page also shows a few example "
+            "episodes per task with their audio, prompt and each model's response."
+        ),
+    )
+    p.add_argument("--scores", type=Path, required=True, help="summary CSV written by 'audioicl score'")
+    p.add_argument("--results", type=Path, help="results folder, for example episodes")
+    p.add_argument(
+        "--data",
+        type=Path,
+        help="dataset root for the example clips (default: from the run record next to the results)",
+    )
+    p.add_argument("--out", type=Path, required=True, help="folder to write the report into")
+    p.add_argument("--examples", type=int, default=3, help="example episodes per task (default 3)")
+    p.add_argument(
+        "--audio-budget-mb",
+        type=float,
+        default=DEFAULT_AUDIO_BUDGET / 1e6,
+        help="most audio to embed in report.html, in MB of 16 kHz 16-bit WAV, shared equally by the tasks "
+        f"(default {DEFAULT_AUDIO_BUDGET / 1e6:g})",
+    )
+    p.add_argument(
+        "--floor",
+        default=FLOOR_MODEL,
+        metavar="MODEL",
+        help=f"the model drawn as the text-only floor, not as a model (default {FLOOR_MODEL}, the results of "
+        "builtin:text-only)",
+    )
+    p.add_argument(
+        "--interval",
+        choices=tuple(INTERVALS),
+        default="wilson",
+        help="the 95%% interval drawn and tabled: wilson (episodes independent; default) or cluster (spanning "
+        "Wilson's and the cluster bootstrap's over query clips from the detail CSV, wider where a query clip "
+        "serves several episodes; needs scores made with the query clips known)",
+    )
+    return p
+
+
+@command(_add)
+def run(args) -> int:
+    if args.examples < 0:
+        raise AudioICLError(f"--examples must be >= 0, got {args.examples}")
+    if args.audio_budget_mb < 0:
+        raise AudioICLError(f"--audio-budget-mb must be >= 0, got {args.audio_budget_mb}")
+    files = write_report(
+        ReportOptions(
+            scores=args.scores,
+            out=args.out,
+            results=args.results,
+            data=args.data,
+            examples=args.examples,
+            audio_budget=int(args.audio_budget_mb * 1e6),
+            floor=args.floor,
+            interval=args.interval,
+        )
+    )
+    print(f"wrote {files.html} ({files.audio_bytes / 1e6:.1f} MB of audio embedded)")
+    print(f"wrote {files.markdown}, {files.overview.name} and {len(files.plots)} task plots")
+    return 0

@@ -1,0 +1,312 @@
+"""``audioicl run``: run a model (or a built-in solver) over a dataset and write results files.
+
+Option values come from the command line, else from ``--config FILE`` (YAML or JSON, keys named as the
+long options, e.g. ``batch-size: 4``, ``tasks: [AudioCount]``, ``backend-option: {max_clip_seconds: 30}``;
+relative paths are relative to the file), else the defaults of ``runner.RunOptions``. Config values pass
+through the same parser as the command line, so they are checked the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from audioicl.errors import AudioICLError
+from audioicl.inference.options import RUN_ORDERS, RunOptions, Shard
+from audioicl.inference.runner import run
+from audioicl.prompts.chat import LAYOUTS
+from audioicl.prompts.clips import MORSE_BANK_MODES, PAD_MODES
+from audioicl.prompts.controls import CONTROLS
+from audioicl.prompts.sets import STYLES, read_structured_file
+
+from .options import command, parse_int_set, parse_names
+
+CONFIG_KEYS = (
+    "data",
+    "model",
+    "out",
+    "k",
+    "tasks",
+    "style",
+    "layout",
+    "batch-size",
+    "max-new-tokens",
+    "pad",
+    "limit",
+    "shard",
+    "prompts",
+    "morse-bank",
+    "seed",
+    "name",
+    "backend-option",
+    "retry-errors",
+    "order",
+    "window",
+    "control",
+    "probe",
+    "base-url",
+    "ray",
+    "ray-shards",
+    "ray-gpus",
+)
+FLAG_KEYS = ("retry-errors", "probe", "ray")
+PATH_KEYS = ("data", "out", "prompts")
+REQUIRED = ("data", "model", "out")
+
+
+def _backend_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise AudioICLError(f"--backend-option must be KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _add(sub, exit_on_error: bool = True):
+    p = sub.add_parser(
+        "run",
+        help="run a model over a dataset, writing <model>_results_k<k>.jsonl",
+        description=(
+            "Run a model over the episodes of a dataset and append one result line per episode to "
+            "OUT/<model>_results_k<k>.jsonl, <model> being the last path component of the model name "
+            "(builtin:random -> random). Episodes already in the file are skipped, so rerunning resumes. "
+            "OUT/<model>_run.json records the data root, dataset fingerprint and settings of that model's "
+            "files, so several models share one folder (score them all with 'audioicl score --in OUT'). "
+            "Running a model again into the same folder may add other k or tasks, or change --limit or "
+            "--batch-size; it is refused, naming the setting, when a setting that changes the answers "
+            "differs (style, layout, pad, max-new-tokens, prompts file content, morse-bank, seed, backend "
+            "options, data root or dataset). "
+            "With --shard I/N the run takes its share of the episodes and writes into OUT/shard-I-of-N/; "
+            "join shards with 'audioicl merge'. With --ray the shards run as Ray tasks, each with its own backend, "
+            "and are merged into OUT (their logs stay in OUT.shards/<model>/); rerunning resumes them. An episode that fails (unreadable audio, clip too long for the "
+            "backend) gets an error line; error lines are kept and a rerun reports them and exits 1, unless "
+            "--retry-errors removes them first so their episodes run again. Exits 1 when any selected "
+            "episode ends in an error line. "
+            "Options not given fall back to --config FILE, then to the defaults."
+        ),
+        exit_on_error=exit_on_error,
+    )
+    p.add_argument("--data", type=Path, help="dataset root (holding meta/ and data/); required")
+    p.add_argument(
+        "--model", help="BACKEND:NAME, e.g. builtin:random or hf:Qwen/Qwen2-Audio-7B-Instruct; required"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder for the results files and <model>_run.json (shared by models); required",
+    )
+    p.add_argument(
+        "--k",
+        type=parse_int_set,
+        help="shots to run, e.g. 1-5 or 0,1,3 (default: all in the dataset); k = 0 without a k = 0 meta file "
+        "asks the queries of the smallest k file zero-shot (instruction and query, no demos)",
+    )
+    p.add_argument("--tasks", type=parse_names, help="comma-separated task names (default: all)")
+    p.add_argument("--style", choices=STYLES, help="instruction style (default: specific)")
+    p.add_argument("--layout", choices=LAYOUTS, help="prompt layout (default: original)")
+    p.add_argument(
+        "--batch-size", type=int, help="prompts a backend runs together, e.g. on the GPU (default: 8)"
+    )
+    p.add_argument(
+        "--window",
+        type=int,
+        help="prompts handed to the backend per call, which sorts them by length into batches; their "
+        "lines are written (fsync) together; with --order episode a window runs on to the end of the "
+        "episode it would cut (default: 4 x batch size; with --pad batch: one batch)",
+    )
+    p.add_argument(
+        "--order",
+        choices=RUN_ORDERS,
+        help="episode: an episode's k prompts run together, sharing decoded clips and prompt prefixes; "
+        "k: all of k=1, then k=2 ... (default: episode)",
+    )
+    p.add_argument("--max-new-tokens", type=int, help="greedy decoding budget (default: 16)")
+    p.add_argument(
+        "--pad", choices=PAD_MODES, help="zero-pad clips to the episode's or batch's longest (default: none)"
+    )
+    p.add_argument("--limit", type=int, help="only the first N episodes of each task")
+    p.add_argument("--shard", type=Shard.parse, help="I/N: run shard I (1-based) of N")
+    p.add_argument("--prompts", type=Path, help="prompt set file (YAML or JSON) overriding the wording")
+    p.add_argument(
+        "--morse-bank", choices=MORSE_BANK_MODES, help="show the Morse alphabet bank (default: auto)"
+    )
+    p.add_argument("--seed", type=int, help="run seed for sampling backends and built-ins (default: 0)")
+    p.add_argument("--name", help="<model> part of the results file names (default: from --model)")
+    p.add_argument(
+        "--backend-option",
+        "-o",
+        dest="backend_options",
+        type=_backend_option,
+        action="append",
+        metavar="KEY=VALUE",
+        help="option for the backend (repeatable), e.g. -o max_clip_seconds=30",
+    )
+    p.add_argument(
+        "--base-url",
+        help="server of an openai: model, e.g. http://127.0.0.1:8000/v1 (the backend option base_url: "
+        "-o base_url=URL says the same)",
+    )
+    p.add_argument(
+        "--retry-errors",
+        action="store_true",
+        default=None,
+        help="first remove the selected episodes' error lines from the results files (atomically), so "
+        "those episodes run again; reports how many were removed",
+    )
+    p.add_argument(
+        "--control",
+        choices=CONTROLS.names(),
+        help="a study condition, applied to every prompt before the backend sees it: "
+        + "; ".join(f"{c.name}: {c.summary}" for _, c in CONTROLS.items())
+        + ". The results go to <model>+<control>_results_k<k>.jsonl beside the plain run's",
+    )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        default=None,
+        help="perception probes instead of the task: each query clip with its perceptual question asked "
+        "directly, zero-shot (how many sounds, how long, which digits, which word, which reference where, "
+        "normal or not), scored like the task; results <model>+probe_results_k0.jsonl",
+    )
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        default=None,
+        help="run the shards as Ray tasks (on the cluster RAY_ADDRESS names, else on a local one), each "
+        "with its own backend, logs in OUT.shards/<model>/, then merge them into OUT",
+    )
+    p.add_argument(
+        "--ray-shards",
+        type=int,
+        help="shards of a --ray run (default: one per GPU of the cluster for hf/vllm, else one per CPU)",
+    )
+    p.add_argument(
+        "--ray-gpus",
+        type=float,
+        help="GPUs per shard of a --ray run (default: 1 for hf/vllm on a cluster with GPUs, else 0); "
+        "e.g. 2 for vLLM with -o tensor_parallel_size=2",
+    )
+    p.add_argument("--config", type=Path, help="YAML or JSON file of option values (command line wins)")
+    return p
+
+
+def _config_tokens(path: Path) -> list[str]:
+    """The config file as command-line tokens."""
+    values = read_structured_file(path, "config file")
+    if not isinstance(values, dict):
+        raise AudioICLError(f"config file must hold a mapping, got {type(values).__name__}", file=str(path))
+    tokens: list[str] = []
+    for raw_key, value in values.items():
+        key = str(raw_key).replace("_", "-")
+        if key not in CONFIG_KEYS:
+            raise AudioICLError(f"unknown key {raw_key!r} (known: {', '.join(CONFIG_KEYS)})", file=str(path))
+        if key == "backend-option":
+            if not isinstance(value, dict):
+                raise AudioICLError("'backend-option' must be a mapping of KEY: VALUE", file=str(path))
+            for option, setting in value.items():
+                tokens += ["--backend-option", f"{option}={setting}"]
+            continue
+        if key in FLAG_KEYS:
+            if not isinstance(value, bool):
+                raise AudioICLError(f"{raw_key!r} must be true or false", file=str(path))
+            tokens += [f"--{key}"] if value else []
+            continue
+        if isinstance(value, list):
+            value = ",".join(map(str, value))
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise AudioICLError(
+                f"{raw_key!r} must be a string or a number, got {type(value).__name__}", file=str(path)
+            )
+        text = str(value)
+        if key in PATH_KEYS and not Path(text).is_absolute():
+            text = str(path.parent / text)
+        tokens += [f"--{key}", text]
+    return tokens
+
+
+def _config_values(path: Path) -> argparse.Namespace:
+    parser = _add(argparse.ArgumentParser(prog="audioicl").add_subparsers(), exit_on_error=False)
+    try:
+        return parser.parse_args(_config_tokens(path))
+    except argparse.ArgumentError as exc:
+        raise AudioICLError(str(exc), file=str(path)) from exc
+    except AudioICLError as exc:
+        exc.file = str(path)
+        raise
+
+
+def _merged(args: argparse.Namespace) -> dict[str, Any]:
+    """Command-line values over config values; None where neither gives one."""
+    values = {key: value for key, value in vars(args).items() if key not in ("config", "run", "command")}
+    if args.config is None:
+        return values
+    config = vars(_config_values(args.config))
+    merged = {key: value if value is not None else config.get(key) for key, value in values.items()}
+    merged["backend_options"] = (config.get("backend_options") or []) + (args.backend_options or [])
+    return merged
+
+
+def _backend_options(values: dict[str, Any]) -> dict[str, str]:
+    """``-o`` pairs, with ``--base-url`` as the option ``base_url`` (refused when both disagree)."""
+    options = dict(values.get("backend_options") or [])
+    url = values.get("base_url")
+    if url is not None:
+        if options.get("base_url", url) != url:
+            raise AudioICLError(f"--base-url {url} and -o base_url={options['base_url']} disagree; give one")
+        options["base_url"] = url
+    return options
+
+
+def options_from_args(args: argparse.Namespace) -> RunOptions:
+    values = _merged(args)
+    missing = [f"--{key}" for key in REQUIRED if values.get(key) is None]
+    if missing:
+        raise AudioICLError(f"{', '.join(missing)} required (on the command line or in --config)")
+    fields: dict[str, Any] = {
+        "data": values["data"],
+        "model": values["model"],
+        "out": values["out"],
+        "shots": tuple(values["k"]) if values.get("k") else None,
+        "tasks": tuple(values["tasks"]) if values.get("tasks") else None,
+        "backend_options": _backend_options(values),
+    }
+    for key in ("style", "layout", "batch_size", "max_new_tokens", "pad", "limit", "shard", "prompts"):
+        fields[key] = values.get(key)
+    fields.update(morse_bank=values.get("morse_bank"), seed=values.get("seed"), name=values.get("name"))
+    fields["retry_errors"] = values.get("retry_errors")
+    fields.update(order=values.get("order"), window=values.get("window"))
+    fields.update(control=values.get("control"), probe=values.get("probe"))
+    return RunOptions(**{key: value for key, value in fields.items() if value is not None})
+
+
+def _run_on_ray(options: RunOptions, values: dict[str, Any]) -> int:
+    from audioicl.inference.cluster import RayPlan, run_on_ray
+
+    done = run_on_ray(options, RayPlan(shards=values.get("ray_shards"), gpus=values.get("ray_gpus")))
+    for summary in done.summaries:
+        for k_summary in summary.ks:
+            print(k_summary.line())
+    for merged in done.merged:
+        print(f"{merged.path}: {merged.lines} lines merged from {merged.sources} shard(s)")
+    return _exit_code(done.errors)
+
+
+def _exit_code(errors: int) -> int:
+    if errors:
+        print(f"{errors} episode(s) ended in an error line (see their 'error' field)")
+        return 1
+    return 0
+
+
+@command(_add)
+def run_command(args) -> int:
+    options = options_from_args(args)
+    values = _merged(args)
+    if values.get("ray"):
+        return _run_on_ray(options, values)
+    if values.get("ray_shards") is not None or values.get("ray_gpus") is not None:
+        raise AudioICLError("--ray-shards and --ray-gpus apply to --ray runs")
+    summary = run(options)
+    for k_summary in summary.ks:
+        print(k_summary.line())
+    return _exit_code(summary.errors)

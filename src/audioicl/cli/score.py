@@ -1,0 +1,136 @@
+"""``audioicl score``: accuracy per model, shots and task from result files (the original's rules)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from audioicl.scoring.score import (
+    ResultKeys,
+    ScoreOptions,
+    detail_path,
+    format_table,
+    query_clips_of,
+    score_folder,
+    write_per_example,
+)
+
+from .options import command, parse_int_set, parse_names
+
+
+def _add(sub):
+    p = sub.add_parser(
+        "score",
+        help="score result files into a summary CSV",
+        description=(
+            "Find <model>_results_k<k>.jsonl (or <model>_results_meta_k<k>.jsonl) files anywhere under --in, "
+            "score every line by the original AudioICL-Bench rules and write the summary CSV "
+            "(model,shots,task,accuracy,n), a detail CSV (correct, unparsed, error lines, 95% Wilson interval, "
+            "and a cluster-bootstrap interval over query clips, which accounts for query clips that serve "
+            "several episodes) and a table. Error lines are episodes a run could not ask (a clip missing or "
+            "unreadable); they count in n as wrong, as a null response does."
+        ),
+    )
+    p.add_argument(
+        "--in", dest="input", metavar="DIR", type=Path, required=True, help="folder searched recursively"
+    )
+    p.add_argument("--out", metavar="CSV", type=Path, required=True, help="summary CSV to write")
+    p.add_argument(
+        "--detail", metavar="CSV", type=Path, help="detail CSV (default: <out stem>_detail.csv next to --out)"
+    )
+    p.add_argument(
+        "--only-model",
+        metavar="M[,M...]",
+        help="only these models (comma-separated names as in the file names)",
+    )
+    p.add_argument("--only-shots", metavar="K", help="only these k, e.g. 1,3 or 1-5")
+    p.add_argument(
+        "--per-example-dir",
+        metavar="DIR",
+        type=Path,
+        help="also write <model>_k<k>.csv (id,task,correct) here",
+    )
+    p.add_argument(
+        "--keep-text", action="store_true", help="per-example CSVs also hold gt and pred (response)"
+    )
+    p.add_argument(
+        "--pred-key",
+        metavar="KEY",
+        default="response",
+        help="key of the model's response (default: response)",
+    )
+    p.add_argument("--gt-key", metavar="KEY", default="gt", help="key of the ground truth (default: gt)")
+    p.add_argument("--task-key", metavar="KEY", default="task", help="key of the task name (default: task)")
+    p.add_argument("--id-key", metavar="KEY", default="id", help="key of the episode id (default: id)")
+    p.add_argument(
+        "--data",
+        metavar="ROOT",
+        type=Path,
+        help="dataset the results came from: tells each line's query clip when the line does not list its "
+        "audio_paths (the original's result files), for the cluster-bootstrap interval",
+    )
+    p.add_argument(
+        "--skip-bad-lines",
+        action="store_true",
+        help="count a malformed line as wrong (it stays in n) instead of stopping with an error",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="NOT the original protocol: a response counts only if it is the bare answer",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes for large inputs (default: one per CPU; 1: none). Results do not depend on it",
+    )
+    return p
+
+
+@command(_add)
+def run(args) -> int:
+    models = parse_names(args.only_model) if args.only_model else None
+    shots = parse_int_set(args.only_shots) if args.only_shots else None
+    options = ScoreOptions(
+        keys=ResultKeys(response=args.pred_key, gt=args.gt_key, task=args.task_key, id=args.id_key),
+        strict=args.strict,
+        skip_bad_lines=args.skip_bad_lines,
+        workers=args.workers,
+        query_clips=query_clips_of(args.data) if args.data else None,
+    )
+    detail = args.detail or detail_path(args.out)
+    scoring = score_folder(
+        args.input,
+        args.out,
+        options,
+        detail=detail,
+        models=models,
+        shots=shots,
+        keep_examples=args.per_example_dir is not None,
+    )
+    if args.strict:
+        print("STRICT scoring: only bare answers count; these are NOT the original protocol's numbers.")
+    print(format_table(scoring.rows))
+    print(f"\nscored {len(scoring.files)} file(s): summary {args.out}, detail {detail}")
+    recurring = [r for r in scoring.rows if r.recurring]
+    unknown = [r for r in scoring.rows if r.query_clips is None]
+    if recurring:
+        print(
+            f"{len(recurring)} row(s) have query clips that serve several episodes: their "
+            "cluster_ci_low/high in the detail CSV account for it, the Wilson interval does not"
+        )
+    if unknown:
+        print(
+            f"{len(unknown)} row(s) without known query clips (lines without audio_paths): the detail CSV's "
+            "interval assumes independent episodes; pass --data ROOT to account for recurring query clips"
+        )
+    if args.per_example_dir is not None:
+        written = write_per_example(args.per_example_dir, scoring, keep_text=args.keep_text)
+        print(f"per-example: {len(written)} file(s) in {args.per_example_dir}")
+    if scoring.malformed:
+        print(
+            f"warning: {scoring.malformed} malformed line(s) counted as wrong (--skip-bad-lines)",
+            file=sys.stderr,
+        )
+    return 0

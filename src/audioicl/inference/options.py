@@ -1,0 +1,91 @@
+"""runner part: run.options."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from audioicl.backends import parse_model_spec
+from audioicl.errors import AudioICLError
+from audioicl.prompts.chat import Layout
+from audioicl.prompts.clips import MorseBankMode, PadMode
+from audioicl.prompts.sets import Style
+from audioicl.seeding import derive_seed
+
+CONDITION_MARK = "+"  # between the model's name and its study condition in results file names
+
+Report = Callable[[str], None]
+RunOrder = Literal["episode", "k"]
+RUN_ORDERS: tuple[str, ...] = ("episode", "k")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (1-based): the episodes whose id hashes to it, the same for every k."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        try:
+            index, count = (int(part) for part in text.split("/"))
+        except ValueError:
+            raise AudioICLError(f"--shard must be I/N (e.g. 1/4), got {text!r}") from None
+        if not 1 <= index <= count:
+            raise AudioICLError(f"--shard {text}: need 1 <= I <= N")
+        return cls(index, count)
+
+    def holds(self, episode_id: str) -> bool:
+        return derive_seed(0, "shard", episode_id) % self.count == self.index - 1
+
+    @property
+    def folder(self) -> str:
+        return f"shard-{self.index}-of-{self.count}"
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    data: Path
+    model: str
+    out: Path
+    shots: tuple[int, ...] | None = None  # None: every k the dataset has
+    tasks: tuple[str, ...] | None = None  # None: all
+    style: Style = "specific"
+    layout: Layout = "original"
+    batch_size: int = 8
+    max_new_tokens: int = 16
+    pad: PadMode = "none"
+    limit: int | None = None  # the first N episodes of each task
+    shard: Shard | None = None
+    prompts: Path | None = None
+    morse_bank: MorseBankMode = "auto"
+    seed: int = 0
+    name: str | None = None  # the <model> of the file names; default: the model name's last component
+    backend_options: Mapping[str, str] = field(default_factory=dict)
+    retry_errors: bool = False  # drop the selected episodes' error lines first, so they run again
+    order: RunOrder = "episode"  # episode: an episode's k lines together; k: one k file after another
+    window: int | None = None  # prompts per backend call (sorted by length there); None: 4 batches
+    control: str | None = None  # a study condition (``controls.CONTROLS``), part of the model name
+    probe: bool = False  # perception probes (``probes``) instead of the task, at k = 0
+
+    @property
+    def condition(self) -> str | None:
+        """The study condition: a control's name, ``probe``, or None for the task itself."""
+        return "probe" if self.probe else self.control
+
+    @property
+    def model_name(self) -> str:
+        """``<name>`` of the results files: the model's, with ``+<condition>`` under a study condition, so a
+        condition's files sit beside the plain run's in one folder (``icl+random-labels_results_k1.jsonl``)."""
+        name = self.name or parse_model_spec(self.model).file_name
+        return f"{name}{CONDITION_MARK}{self.condition}" if self.condition else name
+
+    @property
+    def folder(self) -> Path:
+        return self.out / self.shard.folder if self.shard else self.out

@@ -1,0 +1,374 @@
+"""The append-only results log (SPEC §3) and the lock that keeps one writer per file.
+
+A results file is ``<model>_results_k<k>.jsonl``, one JSON object per line. Writers append whole lines and
+flush + fsync after each batch; a process killed mid-write can leave one half-written last line, which
+``ResultsLog.open`` cuts off (reporting it) before appending. A lock file ``<file>.lock`` created with
+``O_EXCL`` holds the writer's host and pid; a lock left by a dead process on this host is taken over.
+
+Next to a model's results files, ``<model>_run.json`` records how they were made (data root, dataset
+fingerprint, the settings that change what a line says, and every run's selection), so several models share
+a folder and a resumed run can be checked against the settings its file was started with. Folders written
+before per-model records hold one ``run.json``; it is still read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from audioicl.dataset.meta import find_meta_files, iter_meta
+from audioicl.errors import AudioICLError, refuse_duplicate_ids
+from audioicl.files import write_atomic
+from audioicl.records import Result
+
+from .record import Record, dumps_record, folder_run_records, record_conflicts, record_shard, run_record_name
+
+RESULTS_PATTERN = re.compile(r"^(?P<model>.+?)_results_(?:meta_)?k(?P<k>\d+)\.jsonl$")
+
+
+def results_name(model: str, k: int) -> str:
+    return f"{model}_results_k{k}.jsonl"
+
+
+@dataclass(frozen=True)
+class ResultLine:
+    """One parsed line of a results file, with where it came from."""
+
+    data: dict[str, Any]
+    file: Path
+    line: int
+
+    @property
+    def id(self) -> str:
+        return self.data["id"]
+
+
+def _parse_line(text: str, path: Path, number: int) -> ResultLine:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AudioICLError(
+            f"malformed JSON: {exc.msg} (column {exc.colno})", file=str(path), line=number
+        ) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+        raise AudioICLError("result line is not an object with a string 'id'", file=str(path), line=number)
+    return ResultLine(data, path, number)
+
+
+def iter_results(path: str | os.PathLike) -> Iterator[ResultLine]:
+    """Every non-blank line of a results file, parsed; anything malformed raises naming file and line."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if text.strip():
+                yield _parse_line(text, path, number)
+
+
+def repair_tail(path: Path) -> str | None:
+    """Cut a half-written last line (one without its final newline) off ``path``.
+    Returns a report of what was cut, or None when the file was whole."""
+    if not path.exists():
+        return None
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return None
+    keep = data.rfind(b"\n") + 1
+    with path.open("r+b") as handle:
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return f"cut a half-written last line ({len(data) - keep} bytes) off {path}"
+
+
+# --------------------------------------------------------------------------- lock
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class LockOwner:
+    host: str
+    pid: int
+
+    @property
+    def alive(self) -> bool:
+        """True unless the owner is a process of this host that no longer exists."""
+        return self.host != socket.gethostname() or _pid_alive(self.pid)
+
+
+def read_lock(lock: Path) -> LockOwner | None:
+    """Who holds ``lock`` (None when there is no lock file); an unreadable lock counts as a live foreign one."""
+    try:
+        text = lock.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        info = json.loads(text)
+        return LockOwner(str(info["host"]), int(info["pid"]))
+    except (ValueError, KeyError, TypeError):
+        return LockOwner("?", -1)
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+@dataclass
+class FileLock:
+    """An exclusive lock on ``path`` for this process: ``<path>.lock`` with host and pid. A stale lock
+    (dead process on this host) is replaced; ``taken_over`` then names its owner so the caller can warn."""
+
+    path: Path
+    taken_over: LockOwner | None = field(default=None, init=False)
+
+    @property
+    def lock(self) -> Path:
+        return lock_path(self.path)
+
+    def acquire(self, wait_s: float = 0.0) -> None:
+        """Take the lock; a live owner is waited for up to ``wait_s`` seconds, then refused."""
+        deadline = time.monotonic() + wait_s
+        attempts = 0
+        while attempts < 2:
+            attempts += 1
+            try:
+                fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                owner = read_lock(self.lock)
+                if owner is None:
+                    continue
+                if owner.alive and time.monotonic() < deadline:
+                    attempts = 0
+                    time.sleep(0.05)
+                    continue
+                if owner.alive:
+                    raise AudioICLError(
+                        f"results file is being written by process {owner.pid} on {owner.host} "
+                        f"(lock {self.lock}; delete it if that process is gone)",
+                        file=str(self.path),
+                    ) from None
+                self.taken_over = owner
+                self.lock.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump({"host": socket.gethostname(), "pid": os.getpid()}, handle)
+            return
+        raise AudioICLError(f"could not create the lock {self.lock}", file=str(self.path))
+
+    def release(self) -> None:
+        owner = read_lock(self.lock)
+        if owner is not None and owner.pid == os.getpid() and owner.host == socket.gethostname():
+            self.lock.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- log
+
+
+class ResultsLog:
+    """An open results file: the lines already there (after repair) and appending new ones."""
+
+    def __init__(self, path: Path, existing: list[ResultLine], repaired: str | None):
+        self.path = path
+        self.existing = existing
+        self.repaired = repaired
+        self._handle = None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> ResultsLog:
+        """Repair the tail, read what is there (refusing duplicate ids), ready to append."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repaired = repair_tail(path)
+        existing = list(iter_results(path)) if path.exists() else []
+        refuse_duplicate_ids(((line.id, line.line) for line in existing), str(path))
+        return cls(path, existing, repaired)
+
+    def done_ids(self) -> set[str]:
+        return {line.id for line in self.existing}
+
+    def append(self, results: Iterable[Result]) -> None:
+        """Append whole lines, then flush and fsync, so a crash loses at most the batch in flight."""
+        if self._handle is None:
+            self._handle = self.path.open("a", encoding="utf-8", newline="\n")
+        text = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results)
+        self._handle.write(text)
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def drop_error_lines(path: Path, ids: set[str]) -> int:
+    """Rewrite ``path`` atomically without its ``status: "error"`` lines for ``ids``, so those episodes
+    run again; every other line is kept byte for byte. Returns how many lines went. Hold the file's lock."""
+    if not path.exists():
+        return 0
+    drop = {line.line for line in iter_results(path) if line.id in ids and line.data.get("status") == "error"}
+    if not drop:
+        return 0
+    with path.open(encoding="utf-8", newline="") as handle:  # the line numbering of iter_results
+        kept = [text for number, text in enumerate(handle, start=1) if number not in drop]
+    write_atomic(path, "".join(kept), durable=True)
+    return len(drop)
+
+
+# --------------------------------------------------------------------------- merging shards
+
+
+@dataclass(frozen=True)
+class MergedFile:
+    path: Path
+    lines: int
+    sources: int
+
+
+def _shard_files(folder: Path) -> dict[str, Path]:
+    if not folder.is_dir():
+        raise AudioICLError("not a folder", file=str(folder))
+    files = {p.name: p for p in sorted(folder.iterdir()) if p.is_file() and RESULTS_PATTERN.match(p.name)}
+    if not files:
+        raise AudioICLError("no results files (*_results_k<k>.jsonl) in this folder", file=str(folder))
+    for path in files.values():
+        owner = read_lock(lock_path(path))
+        if owner is not None and owner.alive:
+            raise AudioICLError(f"still being written by process {owner.pid} on {owner.host}", file=str(path))
+    return files
+
+
+def _check_shard_set(model: str, records: dict[Path, Record]) -> None:
+    """One model's records in the shard folders must name one complete set of shards 1..N made with the
+    same settings on the same dataset."""
+    named = {folder: shard for folder, rec in records.items() if (shard := record_shard(rec))}
+    if named:
+        counts = {int(s.split("/")[1]) for s in named.values()}
+        if len(counts) > 1:
+            raise AudioICLError(
+                f"{model}: shards of different splits: {', '.join(sorted(set(named.values())))}"
+            )
+        total = counts.pop()
+        have = {int(s.split("/")[0]) for s in named.values()}
+        missing = sorted(set(range(1, total + 1)) - have)
+        if missing:
+            raise AudioICLError(f"{model}: shard(s) {', '.join(f'{i}/{total}' for i in missing)} not given")
+        if len(named) != len(have):
+            raise AudioICLError(f"{model}: the same shard is given twice")
+    (first_folder, first), *rest = records.items()
+    for folder, record in rest:
+        conflicts = record_conflicts(first, record)
+        if conflicts:
+            raise AudioICLError(
+                f"{model}: run with other settings than in {first_folder} ({'; '.join(conflicts)})",
+                file=str(folder / run_record_name(model)),
+            )
+
+
+def _merged_record(records: dict[Path, Record]) -> Record:
+    """One model's record for the merged folder: the shards' common facts, every run, no shard."""
+    record = dict(next(iter(records.values())))
+    record.pop("selection", None)
+    record["shard"] = None
+    record["meta_sha256"] = {
+        k: v for rec in records.values() for k, v in (rec.get("meta_sha256") or {}).items()
+    }
+    record["runs"] = [run for rec in records.values() for run in rec.get("runs") or []]
+    record["merged_from"] = [str(folder.resolve()) for folder in records]
+    return record
+
+
+def _dataset_order(data: Path, k: int) -> list[str]:
+    metas = find_meta_files(data)
+    if k not in metas:
+        raise AudioICLError(f"the dataset has no meta file for k={k}", file=str(data))
+    return [entry.episode.id for entry in iter_meta(metas[k])]
+
+
+def _check_coverage(name: str, lines: dict[str, ResultLine], order: list[str], data: Path) -> None:
+    expected = set(order)
+    missing = [i for i in order if i not in lines]
+    extra = sorted(set(lines) - expected)
+    if missing:
+        raise AudioICLError(
+            f"{name}: {len(missing)} episode(s) of the dataset have no result (first: {missing[0]})",
+            file=str(data),
+        )
+    if extra:
+        first = lines[extra[0]]
+        raise AudioICLError(
+            f"{name}: {len(extra)} id(s) are not in the dataset",
+            file=str(first.file),
+            line=first.line,
+            id=first.id,
+        )
+
+
+def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> list[MergedFile]:
+    """Join the results files of shard folders into ``out``, one file per model and k, refusing an id
+    given twice and (with ``data``) any dataset episode without a result. Lines come in dataset order
+    with ``data``, else by id. Writes ``out/<model>_run.json`` from the shards' records of each model."""
+    resolved = [f.resolve() for f in folders]
+    twice = sorted({str(f) for f in folders if resolved.count(f.resolve()) > 1})
+    if twice:
+        raise AudioICLError(f"folder given twice: {', '.join(twice)}")
+    per_folder = {folder: _shard_files(folder) for folder in folders}
+    by_model: dict[str, dict[Path, Record]] = {}
+    for folder in folders:
+        for model, record in folder_run_records(folder).items():
+            by_model.setdefault(model, {})[folder] = record
+    for model, records in sorted(by_model.items()):
+        _check_shard_set(model, records)
+    names = sorted({name for files in per_folder.values() for name in files})
+    merged: dict[str, list[ResultLine]] = {}
+    for name in names:
+        lines: dict[str, ResultLine] = {}
+        for files in per_folder.values():
+            if name not in files:
+                continue
+            for line in iter_results(files[name]):
+                if line.id in lines:
+                    first = lines[line.id]
+                    raise AudioICLError(
+                        f"id given twice (also {first.file}:{first.line})",
+                        file=str(line.file),
+                        line=line.line,
+                        id=line.id,
+                    )
+                lines[line.id] = line
+        if data is not None:
+            order = _dataset_order(data, int(RESULTS_PATTERN.match(name)["k"]))  # type: ignore[index]
+            _check_coverage(name, lines, order, data)
+        else:
+            order = sorted(lines)
+        merged[name] = [lines[i] for i in order]
+    out.mkdir(parents=True, exist_ok=True)
+    clashes = [name for name in names if (out / name).exists()]
+    if clashes:
+        raise AudioICLError(f"already holds {', '.join(clashes)}; merge into an empty folder", file=str(out))
+    written = []
+    for name, lines in merged.items():
+        path = out / name
+        write_atomic(
+            path, "".join(json.dumps(line.data, ensure_ascii=False) + "\n" for line in lines), durable=True
+        )
+        sources = sum(1 for files in per_folder.values() if name in files)
+        written.append(MergedFile(path, len(lines), sources))
+    for model, records in sorted(by_model.items()):
+        write_atomic(out / run_record_name(model), dumps_record(_merged_record(records)), durable=True)
+    return written

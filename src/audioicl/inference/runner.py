@@ -1,0 +1,708 @@
+"""Run a backend over a dataset: select episodes, build prompts, batch, and append results (SPEC §3).
+
+For every k it writes ``<model>_results_k<k>.jsonl`` into the output folder, where ``<model>`` is the last
+path component of the model name (``builtin:random`` → ``random``, ``hf:Qwen/Qwen2-Audio-7B-Instruct`` →
+``Qwen2-Audio-7B-Instruct``) unless a name is given. The log is append-only: ids already in it are skipped
+(the original's resume rule), a half-written last line is cut off first, and a lock file keeps a second run
+from writing the same file. With ``--shard i/n`` (1-based) a run takes the episodes whose id hashes to
+shard i and writes into ``OUT/shard-i-of-n/``; ``audioicl merge`` joins the shard folders (scoring the
+parent folder also works, it counts same-named files together).
+
+``<model>_run.json`` next to the results files records the model's data root, dataset fingerprint and the
+settings that change what a line says. Several models share a folder, and one model may be run again for
+other k, other tasks, another ``--limit`` or ``--batch-size`` (each run's selection is added to the record);
+a run whose settings differ from the record is refused, naming each setting that differs.
+
+k = 0 without a k = 0 meta file asks the queries of the smallest k file zero-shot (instruction and query).
+A study condition (``control``: a ``controls`` transformation of every prompt; ``probe``: the perception
+probes at k = 0) is part of the settings and of the model name, ``<model>+<condition>``, so its files sit
+beside the plain run's.
+
+An episode whose audio cannot be read, or has a clip longer than the backend accepts, gets a line with
+``status: "error"`` and the reason; it is never skipped. Error lines stay in the log (a rerun reports them)
+unless ``retry_errors`` removes them first so that their episodes run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from audioicl import __version__
+from audioicl.backends import Backend, load_backend, parse_model_spec
+from audioicl.backends.base import GenerationConfig, Request, Response, Workload
+from audioicl.dataset.download import dataset_source
+from audioicl.dataset.meta import find_meta_files, iter_meta, k_of
+from audioicl.dataset.sidecar import Sidecar, load_sidecar
+from audioicl.errors import AudioICLError, refuse_duplicate_ids
+from audioicl.files import write_atomic
+from audioicl.prompts.build import Prompt, build_prompt
+from audioicl.prompts.chat import AudioPart, Chat, render_text
+from audioicl.prompts.clips import MORSE_TASK, ClipStore, load_morse_bank, pad_chats
+from audioicl.prompts.controls import CONTROLS, Control, ControlContext, swap_partners
+from audioicl.prompts.probes import PROBE_SET, probe
+from audioicl.prompts.sets import PromptSet, load_prompt_set, system_family
+from audioicl.records import Episode, Result
+from audioicl.tasks import TASKS
+
+from .options import RUN_ORDERS, Report, RunOptions, RunOrder, Shard
+from .record import Record, dumps_record, model_run_record, record_conflicts, run_record_name
+from .results import FileLock, ResultsLog, drop_error_lines, results_name
+
+RECORD_LOCK_WAIT_S = 30.0  # another run of the same model in the folder holds the record only briefly
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+@dataclass
+class KSummary:
+    k: int
+    path: Path
+    selected: int = 0
+    written: int = 0
+    skipped: int = 0  # already in the file
+    errors: int = 0  # error lines written by this run
+    earlier_errors: int = 0  # error lines already in the file for selected episodes (kept)
+    retried: int = 0  # error lines removed from the file (retry_errors) so their episodes ran again
+    repaired: str | None = None
+
+    def line(self) -> str:
+        text = f"k={self.k}: {self.written} written ({self.errors} errors), {self.skipped} skipped as already done"
+        if self.retried:
+            text += f", {self.retried} earlier error lines removed to retry"
+        text += f" -> {self.path}"
+        if self.earlier_errors:
+            text += (
+                f" [{self.earlier_errors} error lines from an earlier run; --retry-errors runs them again]"
+            )
+        return text
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    ks: tuple[KSummary, ...]
+
+    @property
+    def errors(self) -> int:
+        return sum(s.errors + s.earlier_errors for s in self.ks)
+
+
+# --------------------------------------------------------------------------- selecting episodes
+
+
+def _read_episodes(path: Path) -> list[Episode]:
+    entries = list(iter_meta(path))
+    refuse_duplicate_ids(((e.episode.id, e.line) for e in entries), str(path), "; results are keyed by id")
+    return [entry.episode for entry in entries]
+
+
+def select_episodes(
+    episodes: Sequence[Episode],
+    tasks: Sequence[str] | None = None,
+    limit: int | None = None,
+    shard: Shard | None = None,
+) -> list[Episode]:
+    """Episodes in file order: of ``tasks`` (all if None), the first ``limit`` of each task, then the shard's."""
+    chosen: list[Episode] = []
+    per_task: dict[str, int] = {}
+    for ep in episodes:
+        if tasks is not None and ep.task not in tasks:
+            continue
+        per_task[ep.task] = per_task.get(ep.task, 0) + 1
+        if limit is not None and per_task[ep.task] > limit:
+            continue
+        if shard is None or shard.holds(ep.id):
+            chosen.append(ep)
+    return chosen
+
+
+def _check_tasks(tasks: Sequence[str], found: set[str]) -> None:
+    known = set(TASKS.names()) | found
+    unknown = [t for t in tasks if t not in known]
+    if unknown:
+        raise AudioICLError(f"unknown task(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
+
+def zero_shot_source(found: Mapping[int, Path]) -> Path | None:
+    """The k file whose queries make k = 0 when the dataset has no k = 0 file: the smallest k >= 1."""
+    shots = [k for k in found if k > 0]
+    return found[min(shots)] if shots else None
+
+
+def _meta_files(options: RunOptions) -> dict[int, Path]:
+    """The meta file each k reads. k = 0 without a k = 0 file reads the smallest k >= 1 and drops the demos
+    (zero-shot: instruction and query); so do probes, which run at k = 0."""
+    found = find_meta_files(options.data)
+    if options.probe:
+        source = zero_shot_source(found)
+        if source is None:
+            raise AudioICLError("--probe needs a meta file with k >= 1", file=str(options.data))
+        return {0: source}
+    if options.shots is None:
+        return found
+    if 0 in options.shots and 0 not in found and (source := zero_shot_source(found)) is not None:
+        found = {0: source, **found}
+    missing = [k for k in options.shots if k not in found]
+    if missing:
+        have = ", ".join(map(str, found)) or "none"
+        raise AudioICLError(
+            f"the dataset has no meta file for k={', '.join(map(str, missing))} (has k={have})",
+            file=str(options.data),
+        )
+    return {k: found[k] for k in options.shots}
+
+
+# --------------------------------------------------------------------------- <model>_run.json
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _dataset_fingerprint(data: Path) -> str | None:
+    manifest = data / "manifest.json"
+    if not manifest.is_file():
+        return None
+    try:
+        fingerprint = json.loads(manifest.read_text(encoding="utf-8")).get("fingerprint")
+    except (ValueError, AttributeError):
+        fingerprint = None
+    return fingerprint if isinstance(fingerprint, str) else _sha256_file(manifest)
+
+
+def _settings(options: RunOptions) -> dict[str, Any]:
+    """The options that change what a result line says; a resumed run must use the same ones (all backend
+    options are recorded; ``record_conflicts`` leaves out those that only change how answers are computed)."""
+    settings: dict[str, Any] = {
+        "model": options.model,
+        "style": options.style,
+        "layout": options.layout,
+        "pad": options.pad,
+        "max_new_tokens": options.max_new_tokens,
+        "morse_bank": options.morse_bank,
+        "seed": options.seed,
+        "prompts_sha256": _sha256_file(options.prompts) if options.prompts else None,
+        "backend_options": dict(sorted(options.backend_options.items())),
+    }
+    if options.pad == "batch":
+        settings["batch_size"] = options.batch_size
+    if options.condition:  # only then: the records of plain runs stay as they were
+        settings["condition"] = options.condition
+    return settings
+
+
+def _run_record(options: RunOptions, metas: Mapping[int, Path], sidecar: Sidecar | None = None) -> Record:
+    """This run's record: what its lines depend on, and (in ``runs``) what it selected. The transcripts a
+    ``transcript`` run shows are a setting: the sidecar's sha256, or ``perceived`` without one."""
+    settings = _settings(options)
+    if options.control == "transcript":
+        settings["transcripts"] = sidecar.sha256 if sidecar else "perceived"
+    return {
+        "audioicl_version": __version__,
+        "data": str(options.data.resolve()),
+        "dataset_fingerprint": _dataset_fingerprint(options.data),
+        "dataset_source": dataset_source(options.data),  # repo and commit of a downloaded dataset
+        "model": options.model,
+        "model_name": options.model_name,
+        "settings": settings,
+        "prompts": str(options.prompts.resolve()) if options.prompts else None,
+        "shard": str(options.shard) if options.shard else None,
+        "meta_sha256": {str(k): _sha256_file(path) for k, path in metas.items()},
+        "runs": [
+            {
+                "shots": list(metas),
+                "tasks": list(options.tasks) if options.tasks else None,
+                "limit": options.limit,
+                "batch_size": options.batch_size,
+                "backend_options": dict(sorted(options.backend_options.items())),
+                "retry_errors": options.retry_errors,
+                "audioicl_version": __version__,
+                **({"k0_from": metas[0].name} if 0 in metas and k_of(metas[0]) != 0 else {}),
+            }
+        ],
+    }
+
+
+def _merge_record(found: tuple[Path, Record] | None, record: Record) -> Record:
+    """``record`` added to the model's earlier record; refused when a setting that changes results differs."""
+    if found is None:
+        return record
+    path, earlier = found
+    conflicts = record_conflicts(earlier, record)
+    if conflicts:
+        raise AudioICLError(
+            f"this folder holds results of model {record['model_name']!r} made with other settings "
+            f"({'; '.join(conflicts)}); use another --out, or --name for a separate set of files",
+            file=str(path),
+        )
+    return {
+        **record,
+        "meta_sha256": {**(earlier.get("meta_sha256") or {}), **record["meta_sha256"]},
+        "runs": [*(earlier.get("runs") or []), *record["runs"]],
+    }
+
+
+def _with_backend(record: Record, backend: Backend) -> Record:
+    """The record with what the loaded backend says of itself (versions, checkpoint hash, dtype, device),
+    kept per run since a resumed run may load it elsewhere."""
+    run = {**record["runs"][-1], "backend": backend.name, "backend_info": dict(backend.info)}
+    return {**record, "backend": backend.name, "runs": [*record["runs"][:-1], run]}
+
+
+def _update_run_record(folder: Path, record: Record, write: bool = True) -> None:
+    """Check this run against the model's record in ``folder`` and (``write``) add it, under the record's
+    lock; a conflict raises before anything is written."""
+    path = folder / run_record_name(record["model_name"])
+    lock = FileLock(path)
+    lock.acquire(wait_s=RECORD_LOCK_WAIT_S)
+    try:
+        merged = _merge_record(model_run_record(folder, record["model_name"]), record)
+        if write:
+            write_atomic(path, dumps_record(merged), durable=True)
+    finally:
+        lock.release()
+
+
+# --------------------------------------------------------------------------- prompts and lines
+
+
+def audio_sha256(chat: Chat) -> str:
+    """Digest of the audio the model hears: over each part's content digest (``AudioPart.digest``, a hash
+    of its rate and float32 samples), in order."""
+    digest = hashlib.sha256()
+    for part in chat.audio_parts():
+        digest.update(part.digest.encode())
+    return digest.hexdigest()
+
+
+def _too_long(prompt: Prompt, limit: float | None) -> str | None:
+    if limit is None:
+        return None
+    for item, path in zip(prompt.chat.items, prompt.audio_paths, strict=True):
+        if item.audio is not None and item.audio.seconds > limit:
+            return f"clip {path} is {item.audio.seconds:.2f} s long; the backend accepts at most {limit:g} s"
+    return None
+
+
+@dataclass(frozen=True)
+class Work:
+    """One line to write: an episode as its k file has it."""
+
+    k: int
+    episode: Episode
+
+    @property
+    def key(self) -> str:
+        return f"{self.episode.id}@k{self.k}"
+
+
+@dataclass
+class _Prepared:
+    work: Work
+    prompt: Prompt | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class StudySetup:
+    """What a study condition adds to a run: the control, the swapped-query partners per k, the built
+    transcripts, and episodes that get an error line instead of a prompt (a probe without its answer)."""
+
+    control: Control | None = None
+    partners: Mapping[int, Mapping[str, Episode]] = field(default_factory=dict)
+    sidecar: Sidecar | None = None
+    problems: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class PromptMaker:
+    """Turns work into prompts for one backend and prompt configuration; clips are decoded once while
+    they stay in ``clips`` (an episode's k files are visited together, so its clips are shared)."""
+
+    options: RunOptions
+    prompt_set: PromptSet
+    family: str
+    bank: tuple[AudioPart, ...]
+    clips: ClipStore
+    max_clip_seconds: float | None
+    study: StudySetup = field(default_factory=lambda: StudySetup())
+
+    def prepare(self, work: Work) -> _Prepared:
+        problem = self.study.problems.get(work.episode.id)
+        if problem is not None:
+            return _Prepared(work, None, problem)
+        try:
+            prompt = build_prompt(
+                work.episode,
+                self.clips,
+                style=self.options.style,
+                layout=self.options.layout,
+                family=self.family,
+                prompt_set=self.prompt_set,
+                bank=self.bank,
+            )
+            if self.study.control is not None:
+                context = ControlContext(
+                    self.options.seed,
+                    work.episode,
+                    self.clips,
+                    self.study.partners.get(work.k, {}).get(work.episode.id),
+                    self.study.sidecar,
+                )
+                prompt = self.study.control.apply(prompt, context)
+        except AudioICLError as exc:
+            return _Prepared(work, None, str(exc))
+        error = _too_long(prompt, self.max_clip_seconds)
+        return _Prepared(work, None if error else prompt, error)
+
+
+def _line(work: Work, model: str, fields: dict[str, Any]) -> Result:
+    response = fields.pop("response")
+    extra = {**fields, "k": work.k, "model": model}
+    return Result(work.episode.id, work.episode.task, response, work.episode.query.label, extra)
+
+
+def ok_line(work: Work, model: str, prompt: Prompt, chat: Chat, response: Response, seconds: float) -> Result:
+    """The line of an answered prompt; ``chat`` is what the backend got (``prompt.chat``, maybe padded)."""
+    text = render_text(chat)
+    fields = {
+        "response": response.text.strip() if isinstance(response.text, str) else None,
+        "status": "ok",
+        "error": None,
+        "seconds": round(seconds, 6),
+        "usage": response.usage.to_json(),
+        "prompt_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "audio_sha256": audio_sha256(chat),
+        "prompt": text,
+        "audio_paths": list(prompt.audio_paths),
+    }
+    return _line(work, model, fields)
+
+
+def error_line(work: Work, model: str, error: str, prompt: Prompt | None = None) -> Result:
+    fields = {
+        "response": None,
+        "status": "error",
+        "error": error,
+        "seconds": None,
+        "usage": {},
+        "prompt_sha256": None,
+        "audio_sha256": None,
+        "prompt": None,
+        "audio_paths": list(prompt.audio_paths) if prompt else [c.audio_path for c in work.episode.clips()],
+    }
+    return _line(work, model, fields)
+
+
+# --------------------------------------------------------------------------- one window of work
+
+
+WINDOW_BATCHES = 4  # a backend call holds this many batches by default, so a backend can sort by length
+FAILED_WINDOWS_LIMIT = 3  # windows in a row whose whole call raised: the run stops instead of going on
+
+
+def _generate(
+    backend: Backend, requests: list[Request], config: GenerationConfig
+) -> tuple[list[Response], str | None]:
+    """The backend's responses, or (when the call itself raised) one error response per request and the
+    error's text. A wrong number of responses is a bug in the backend and stops the run."""
+    try:
+        responses = backend.generate(requests, config)
+    except Exception as exc:  # one failed call becomes error lines; the caller stops after several
+        error = f"backend {backend.name} failed: {type(exc).__name__}: {exc}"
+        return [Response.failed(error) for _ in requests], error
+    if len(responses) != len(requests):
+        raise RuntimeError(f"backend {backend.name} returned {len(responses)} responses for {len(requests)}")
+    return list(responses), None
+
+
+@dataclass
+class PreparedWindow:
+    """A window's prompts, built: every work item's prepared prompt (or its problem), and the requests of
+    those that have one, their chats padded as the run asks."""
+
+    prepared: list[_Prepared]
+    ok: list[_Prepared]
+    chats: list[Chat]
+    requests: list[Request]
+
+
+def prepare_window(maker: PromptMaker, backend: Backend, window: Sequence[Work]) -> PreparedWindow:
+    """Build ``window``'s prompts, and let a backend that can (``prefetch``) prepare its own side of them:
+    the runner does this for the next window while the backend answers the current one."""
+    prepared = [maker.prepare(work) for work in window]
+    ok = [p for p in prepared if p.prompt is not None]
+    chats = pad_chats([p.prompt.chat for p in ok if p.prompt is not None], maker.options.pad)
+    requests = [
+        Request(p.work.key, p.work.episode.id, p.work.episode.task, p.work.k, chat)
+        for p, chat in zip(ok, chats, strict=True)
+    ]
+    prefetch = getattr(backend, "prefetch", None)
+    if prefetch is not None and requests:
+        with contextlib.suppress(Exception):  # ahead of time only: generate prepares again, and reports
+            prefetch(requests)
+    return PreparedWindow(prepared, ok, chats, requests)
+
+
+def run_window(
+    maker: PromptMaker,
+    backend: Backend,
+    config: GenerationConfig,
+    window: Sequence[Work],
+    built: PreparedWindow | None = None,
+) -> tuple[list[Result], str | None]:
+    """Result lines for ``window`` (in its order) and the error of a backend call that raised, if any.
+    ``built``: the window already prepared (``prepare_window``)."""
+    model = maker.options.model
+    built = built or prepare_window(maker, backend, window)
+    requests = built.requests
+    started = time.perf_counter()
+    responses, call_error = _generate(backend, requests, config) if requests else ([], None)
+    seconds = (time.perf_counter() - started) / max(len(requests), 1)
+    answered = {
+        id(p): (chat, response) for p, chat, response in zip(built.ok, built.chats, responses, strict=True)
+    }
+    results = []
+    for p in built.prepared:
+        if id(p) not in answered:
+            results.append(error_line(p.work, model, p.error or "unknown error"))
+            continue
+        chat, response = answered[id(p)]
+        if response.error is not None:
+            results.append(error_line(p.work, model, response.error, p.prompt))
+        else:
+            assert p.prompt is not None
+            results.append(ok_line(p.work, model, p.prompt, chat, response, seconds))
+    return results, call_error
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def windows(items: Sequence[Work], size: int, whole_episodes: bool = False) -> Iterator[Sequence[Work]]:
+    """``items`` in windows of ``size``; with ``whole_episodes``, a window runs on to the end of the episode
+    it would cut (episode-major order keeps an episode's k prompts next to each other), so the prompts
+    that share a prefix reach the backend together."""
+    start = 0
+    while start < len(items):
+        end = min(start + size, len(items))
+        while whole_episodes and end < len(items) and items[end].episode.id == items[end - 1].episode.id:
+            end += 1
+        yield items[start:end]
+        start = end
+
+
+def order_work(pending: Mapping[int, Sequence[Episode]], order: RunOrder) -> list[Work]:
+    """``k``: all of k=1's episodes, then k=2's ... ``episode``: each episode's k lines together, episodes
+    in the order they first appear in the k files (smallest k first), so the clips and prompt prefixes
+    that an episode's k files share are handled together."""
+    work = [Work(k, ep) for k in sorted(pending) for ep in pending[k]]
+    if order == "k":
+        return work
+    first_seen: dict[str, int] = {}
+    for item in work:
+        first_seen.setdefault(item.episode.id, len(first_seen))
+    return sorted(work, key=lambda item: (first_seen[item.episode.id], item.k))
+
+
+def workload(selected: Mapping[int, Sequence[Episode]], bank: Sequence[AudioPart]) -> Workload:
+    """What the selected episodes will ask: their number, and the most clips one prompt holds."""
+    counts = [
+        sum(1 for _ in ep.clips()) + (len(bank) if ep.task == MORSE_TASK else 0)
+        for episodes in selected.values()
+        for ep in episodes
+    ]
+    return Workload(prompts=len(counts), max_audio_per_prompt=max(counts, default=0))
+
+
+def _validate(options: RunOptions) -> None:
+    if options.batch_size < 1:
+        raise AudioICLError(f"--batch-size must be at least 1, got {options.batch_size}")
+    if options.max_new_tokens < 1:
+        raise AudioICLError(f"--max-new-tokens must be at least 1, got {options.max_new_tokens}")
+    if options.limit is not None and options.limit < 0:
+        raise AudioICLError(f"--limit must not be negative, got {options.limit}")
+    if "seed" in options.backend_options:
+        raise AudioICLError("set the seed with --seed, not as a backend option")
+    if options.window is not None and options.window < 1:
+        raise AudioICLError(f"--window must be at least 1, got {options.window}")
+    if options.order not in RUN_ORDERS:
+        raise AudioICLError(f"--order must be one of {', '.join(RUN_ORDERS)}, got {options.order!r}")
+    if options.control is not None:
+        CONTROLS.get(options.control)  # an unknown name raises, listing the known ones
+    if options.probe and options.control is not None:
+        raise AudioICLError("--probe and --control are separate conditions: run them one at a time")
+    if options.probe and options.shots not in (None, (0,)):
+        raise AudioICLError("--probe runs at k = 0 only (each query clip asked zero-shot); drop --k")
+    if options.probe and options.style != "specific":
+        raise AudioICLError("--probe asks its own question; --style does not apply")
+
+
+def _study_episodes(
+    options: RunOptions, metas: Mapping[int, Path], sidecar: Sidecar | None
+) -> tuple[dict[int, list[Episode]], StudySetup]:
+    """Each k's episodes as the condition asks for them (k = 0 read from a k >= 1 file without its demos; a
+    probe per episode), and what the condition needs to make its prompts."""
+    episodes: dict[int, list[Episode]] = {}
+    partners: dict[int, dict[str, Episode]] = {}
+    problems: dict[str, str] = {}
+    for k, path in metas.items():
+        read = _read_episodes(path)
+        if options.probe:
+            probes = [probe(ep, sidecar) for ep in read]
+            problems.update({p.episode.id: p.error for p in probes if p.error})
+            read = [p.episode for p in probes]
+        elif k == 0 and k_of(path) != 0:
+            read = [ep.with_shots(0) for ep in read]
+        if options.control == "swapped-query":
+            # from the whole file: the same partner whatever the selection (--limit, --shard, --tasks)
+            partners[k] = swap_partners(read, options.seed)
+        episodes[k] = read
+    control = CONTROLS.get(options.control) if options.control else None
+    return episodes, StudySetup(control, partners, sidecar, problems)
+
+
+def _prompt_set(options: RunOptions) -> PromptSet:
+    prompt_set = load_prompt_set(options.prompts) if options.prompts else PromptSet()
+    return replace(PROBE_SET, system=prompt_set.system) if options.probe else prompt_set
+
+
+def run(options: RunOptions, report: Report = _stderr, backend: Backend | None = None) -> RunSummary:
+    """Run ``options.model`` over the selected episodes of every k; see the module docstring.
+
+    The backend is loaded only after the results files are locked and the folder's run record accepts
+    this run's settings: a large model is not loaded to be refused. ``backend``: an already loaded one to
+    use instead of loading ``options.model`` (which then only names the run), e.g. a model built in
+    memory, or one loaded once for the conditions of a ``study``; the caller keeps it (it is not closed)."""
+    _validate(options)
+    metas = _meta_files(options)
+    sidecar = load_sidecar(options.data) if options.control == "transcript" or options.probe else None
+    episodes, study = _study_episodes(options, metas, sidecar)
+    selected: dict[int, list[Episode]] = {}
+    for k, read in episodes.items():
+        if options.tasks is not None:
+            _check_tasks(options.tasks, {ep.task for ep in read})
+        selected[k] = select_episodes(read, options.tasks, options.limit, options.shard)
+    prompt_set = _prompt_set(options)
+    bank = load_morse_bank(options.data, options.morse_bank)
+
+    folder = options.folder
+    folder.mkdir(parents=True, exist_ok=True)
+    record = _run_record(options, metas, sidecar)
+
+    locks = [FileLock(folder / results_name(options.model_name, k)) for k in selected]
+    acquired: list[FileLock] = []
+    given = backend
+    try:
+        for lock in locks:
+            lock.acquire()
+            acquired.append(lock)
+            if lock.taken_over:
+                report(f"warning: took over the stale lock {lock.lock} of dead process {lock.taken_over.pid}")
+        _update_run_record(folder, record, write=False)
+        backend = given or load_backend(
+            options.model, workload(selected, bank), seed=options.seed, **options.backend_options
+        )
+        _update_run_record(folder, _with_backend(record, backend))
+        family = getattr(backend, "family", None) or system_family(parse_model_spec(options.model).name)
+        maker = PromptMaker(
+            options, prompt_set, family, bank, ClipStore(options.data), backend.max_clip_seconds, study
+        )
+        return _run_all(maker, backend, selected, folder, report)
+    finally:
+        if backend is not None and given is None:
+            backend.close()
+        for lock in acquired:
+            lock.release()
+
+
+def _open_logs(
+    options: RunOptions, selected: Mapping[int, list[Episode]], folder: Path, report: Report
+) -> tuple[dict[int, ResultsLog], dict[int, KSummary], dict[int, list[Episode]]]:
+    """Each k's results log (repaired, error lines dropped when retrying), summary and pending episodes."""
+    logs: dict[int, ResultsLog] = {}
+    summaries: dict[int, KSummary] = {}
+    pending: dict[int, list[Episode]] = {}
+    for k, episodes in selected.items():
+        path = folder / results_name(options.model_name, k)
+        log = ResultsLog.open(path)
+        summary = KSummary(k, path, selected=len(episodes), repaired=log.repaired)
+        if log.repaired:
+            report(f"warning: {log.repaired}")
+        wanted = {ep.id for ep in episodes}
+        if options.retry_errors:
+            summary.retried = drop_error_lines(path, wanted)
+            if summary.retried:
+                log = ResultsLog.open(path)
+        done = log.done_ids()
+        summary.earlier_errors = sum(
+            1 for line in log.existing if line.id in wanted and line.data.get("status") == "error"
+        )
+        pending[k] = [ep for ep in episodes if ep.id not in done]
+        summary.skipped = len(episodes) - len(pending[k])
+        logs[k], summaries[k] = log, summary
+    return logs, summaries, pending
+
+
+def _run_all(
+    maker: PromptMaker,
+    backend: Backend,
+    selected: Mapping[int, list[Episode]],
+    folder: Path,
+    report: Report,
+) -> RunSummary:
+    """Append the lines of the selected episodes not yet in their k's file; the caller holds the locks."""
+    options = maker.options
+    logs, summaries, pending = _open_logs(options, selected, folder, report)
+    config = GenerationConfig(
+        max_new_tokens=options.max_new_tokens, seed=options.seed, batch_size=options.batch_size
+    )
+    work = order_work(pending, options.order)
+    window_size = options.window or options.batch_size * WINDOW_BATCHES
+    whole_episodes = options.order == "episode"
+    if options.pad == "batch":  # the original padded each batch to its longest clip: one batch per call
+        window_size, whole_episodes = options.batch_size, False
+    failed_in_a_row = 0
+    parts = list(windows(work, window_size, whole_episodes))
+    try:
+        with (
+            tqdm(total=len(work), desc="prompts", unit="prompt", disable=None) as bar,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="audioicl-prepare") as ahead,
+        ):
+            # the next window's prompts are built while the backend answers this one
+            upcoming = ahead.submit(prepare_window, maker, backend, parts[0]) if parts else None
+            for index, window in enumerate(parts):
+                assert upcoming is not None
+                built = upcoming.result()
+                if index + 1 < len(parts):
+                    upcoming = ahead.submit(prepare_window, maker, backend, parts[index + 1])
+                results, call_error = run_window(maker, backend, config, window, built)
+                for k in sorted({item.k for item in window}):
+                    lines = [r for item, r in zip(window, results, strict=True) if item.k == k]
+                    logs[k].append(lines)
+                    summaries[k].written += len(lines)
+                    summaries[k].errors += sum(1 for r in lines if r.extra.get("status") == "error")
+                bar.update(len(window))
+                failed_in_a_row = failed_in_a_row + 1 if call_error else 0
+                if call_error:
+                    report(f"warning: {call_error}; its {len(window)} prompts got error lines")
+                if failed_in_a_row >= FAILED_WINDOWS_LIMIT:
+                    raise AudioICLError(
+                        f"the backend failed {failed_in_a_row} calls in a row; stopping (last: {call_error})"
+                    )
+    finally:
+        for log in logs.values():
+            log.close()
+    return RunSummary(tuple(summaries[k] for k in sorted(summaries)))

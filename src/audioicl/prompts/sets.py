@@ -1,0 +1,140 @@
+"""prompts part: prompts.sets."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from audioicl.errors import AudioICLError
+from audioicl.tasks import TASKS
+
+Style = Literal["specific", "general", "none"]
+
+STYLES: tuple[str, ...] = ("specific", "general", "none")
+
+# System prompts per model family (SPEC §4); "default" serves every other model, the built-ins included.
+QWEN_OMNI_SYSTEM = (
+    "You are Qwen, a virtual human developed by the Qwen Team, Alibaba Group, capable of perceiving "
+    "auditory and visual inputs, as well as generating text and speech."
+)
+DEFAULT_SYSTEM = {
+    "default": "You are a helpful assistant.",
+    "qwen2-audio": "You are a helpful assistant.",
+    "qwen2.5-omni": QWEN_OMNI_SYSTEM,
+    "qwen3-omni": QWEN_OMNI_SYSTEM,
+}
+FAMILIES: tuple[str, ...] = tuple(DEFAULT_SYSTEM)
+
+GENERAL_INSTRUCTION = (
+    "Each audio clip below comes with a numeric label. A hidden rule, the same for every clip here, maps "
+    "each clip to its label. Infer the rule from the labelled examples and apply it to the query clip. "
+    "Answer with a single integer only."
+)
+
+
+def system_family(model_name: str) -> str:
+    """The system-prompt family of a model name or path (``Qwen/Qwen2.5-Omni-7B`` → ``qwen2.5-omni``)."""
+    name = model_name.lower().replace("_", "-")
+    if "qwen3-omni" in name:
+        return "qwen3-omni"
+    if "qwen2.5-omni" in name or "qwen2-5-omni" in name:
+        return "qwen2.5-omni"
+    if "qwen2-audio" in name:
+        return "qwen2-audio"
+    return "default"
+
+
+# --------------------------------------------------------------------------- prompt sets
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """The wording: system prompt per family, the general instruction, specific instructions per task.
+    Tasks missing from ``instructions`` use their ``TaskSpec.instruction``."""
+
+    system: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SYSTEM))
+    general: str = GENERAL_INSTRUCTION
+    instructions: Mapping[str, str] = field(default_factory=dict)
+
+    def instruction(self, task: str, style: Style) -> str | None:
+        if style == "none":
+            return None
+        if style == "general":
+            return self.general
+        if task in self.instructions:
+            return self.instructions[task]
+        if task in TASKS:
+            return TASKS.get(task).instruction
+        return self.general
+
+    def system_prompt(self, family: str) -> str:
+        return self.system.get(family, self.system["default"])
+
+
+PROMPT_FILE_KEYS = ("system", "general", "instructions")
+
+
+def _string_map(value: Any, key: str, known: Sequence[str], kind: str, file: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise AudioICLError(f"{key!r} must be a mapping of {kind} to text", file=file)
+    unknown = [name for name in value if name not in known]
+    if unknown:
+        raise AudioICLError(
+            f"unknown {kind} in {key!r}: {', '.join(map(str, unknown))} (known: {', '.join(known)})",
+            file=file,
+        )
+    for name, text in value.items():
+        if not isinstance(text, str):
+            raise AudioICLError(f"{key}.{name} must be a string, got {type(text).__name__}", file=file)
+    return dict(value)
+
+
+def read_structured_file(path: Path, what: str) -> Any:
+    """Decode a JSON (``.json``) or YAML (anything else) file; errors name the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AudioICLError(f"cannot read {what}: {exc.strerror}", file=str(path)) from exc
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise AudioICLError(f"malformed JSON: {exc.msg}", file=str(path), line=exc.lineno) from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        line = mark.line + 1 if mark is not None else None
+        raise AudioICLError(f"malformed YAML: {problem}", file=str(path), line=line) from exc
+
+
+def load_prompt_set(path: str | os.PathLike) -> PromptSet:
+    """A prompt file (YAML or JSON) over the defaults; any of ``system`` (family → text), ``general``
+    (text) and ``instructions`` (task → text). Unknown keys, families or tasks are errors."""
+    path = Path(path)
+    data = read_structured_file(path, "prompt file")
+    file = str(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise AudioICLError(f"prompt file must hold a mapping, got {type(data).__name__}", file=file)
+    unknown = [key for key in data if key not in PROMPT_FILE_KEYS]
+    if unknown:
+        raise AudioICLError(
+            f"unknown key(s) {', '.join(map(str, unknown))} (known: {', '.join(PROMPT_FILE_KEYS)})", file=file
+        )
+    base = PromptSet()
+    system = dict(base.system)
+    system.update(_string_map(data.get("system", {}), "system", FAMILIES, "model family", file))
+    instructions = _string_map(data.get("instructions", {}), "instructions", TASKS.names(), "task", file)
+    general = data.get("general", base.general)
+    if not isinstance(general, str):
+        raise AudioICLError(f"'general' must be a string, got {type(general).__name__}", file=file)
+    return PromptSet(system=system, general=general, instructions=instructions)

@@ -1,0 +1,1 @@
+"""The original's scoring rules, interval statistics, and scoring result folders into CSVs."""

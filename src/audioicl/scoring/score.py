@@ -1,0 +1,538 @@
+"""Scoring results against ground truth: the original's rules per task (SPEC §5), aggregation, CSV output.
+
+The default numbers reproduce the original evaluation script exactly, quirks included (``"3.5"`` reads as 5,
+``"not normal"`` reads as normal, a null ``gt`` and an empty response are equal under the text rule).
+Our additions never change them: unparsed responses and error lines (``status: "error"``: episodes a run
+could not ask, e.g. for a missing clip) counted separately (both stay in the denominator, as wrong), Wilson
+intervals, a cluster-bootstrap interval over query clips (where a query clip serves several episodes, as in
+the released data, the episodes are not independent and the Wilson interval is too narrow), and an opt-in
+strict mode that only accepts a response that is the bare answer.
+
+Everything here is a plain function over typed records so the report module can reuse it:
+``find_result_files`` → ``iter_scored_lines`` / ``score_files`` → ``write_summary`` → ``read_summary``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import multiprocessing
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from audioicl.dataset.meta import find_meta_files, id_in_broken_line, read_meta
+from audioicl.errors import AudioICLError
+from audioicl.inference.results import RESULTS_PATTERN
+
+from .rules import _RULES, _STRICT_RULES, _STRICT_TEXT_RULE, _TEXT_RULE, _UNPARSED, Verdict
+from .stats import cluster_bootstrap, wilson_interval
+
+SUMMARY_HEADER = ("model", "shots", "task", "accuracy", "n")
+DETAIL_COUNTS = ("correct", "unparsed", "errors")
+DETAIL_CLUSTERS = ("query_clips", "cluster_ci_low", "cluster_ci_high")
+DETAIL_HEADER = (*SUMMARY_HEADER, *DETAIL_COUNTS, "ci_low", "ci_high", "scoring", *DETAIL_CLUSTERS)
+UNKNOWN_CLIPS = "unknown"
+_DECODER = json.JSONDecoder()
+
+
+# --- finding result files ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    path: Path
+    model: str
+    shots: int
+
+
+def parse_result_name(name: str) -> tuple[str, int] | None:
+    """``<model>_results[_meta]_k<k>.jsonl`` → (model, k), model the shortest prefix that fits."""
+    match = RESULTS_PATTERN.match(name)
+    return (match["model"], int(match["k"])) if match else None
+
+
+def find_result_files(
+    root: Path, *, models: Iterable[str] | None = None, shots: Iterable[int] | None = None
+) -> list[ResultFile]:
+    """Result files anywhere under ``root``, in sorted path order (the original's), optionally filtered."""
+    root = Path(root)
+    if not root.is_dir():
+        raise AudioICLError("results folder does not exist or is not a folder", file=str(root))
+    wanted_models = None if models is None else set(models)
+    wanted_shots = None if shots is None else set(shots)
+    found = []
+    for path in sorted(root.rglob("*.jsonl")):
+        parsed = parse_result_name(path.name)
+        if parsed is None or not path.is_file():
+            continue
+        model, k = parsed
+        if (wanted_models is None or model in wanted_models) and (wanted_shots is None or k in wanted_shots):
+            found.append(ResultFile(path, model, k))
+    return found
+
+
+# --- reading and scoring result lines ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResultKeys:
+    """Which JSON keys hold the response, ground truth, task and id (the original's options)."""
+
+    response: str = "response"
+    gt: str = "gt"
+    task: str = "task"
+    id: str = "id"
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    keys: ResultKeys = field(default_factory=ResultKeys)
+    strict: bool = False
+    skip_bad_lines: bool = False
+    workers: int | None = None  # processes for large inputs; None: one per CPU, 1: no worker processes
+    # (k, episode id) → the query clip, for lines without ``audio_paths`` (``query_clips_of`` a dataset)
+    query_clips: Mapping[tuple[int, str], str] | None = None
+
+
+def query_clips_of(root: Path) -> dict[tuple[int, str], str]:
+    """(k, episode id) → the audio path of the query clip, from a dataset's meta files."""
+    return {
+        (k, ep.id): ep.query.target.audio_path
+        for k, path in find_meta_files(root).items()
+        for ep in read_meta(path)
+    }
+
+
+def _query_clip(record: dict, shots: int, episode: object, options: ScoreOptions) -> str | None:
+    """The clip the line answered: the last of its ``audio_paths`` (ours), else the dataset's."""
+    paths = record.get("audio_paths")
+    if type(paths) is list and paths and type(paths[-1]) is str:
+        return paths[-1]
+    if options.query_clips is not None and isinstance(episode, str):
+        return options.query_clips.get((shots, episode))
+    return None
+
+
+@dataclass(slots=True)
+class ScoredLine:
+    """One non-blank result line and its verdict; ``malformed`` lines (only with ``skip_bad_lines``) are wrong;
+    ``error``: the run recorded that it could not ask the model (``status: "error"``)."""
+
+    model: str
+    shots: int
+    file: Path
+    line: int
+    id: object
+    task: str
+    response: object
+    gt: object
+    verdict: Verdict
+    malformed: bool = False
+    error: bool = False
+    query_clip: str | None = None  # the query clip's audio path, when the line or the dataset tells
+
+
+def read_result_lines(path: Path) -> list[str]:
+    """The file's lines as the original's text-mode reading sees them (``\\n``, ``\\r\\n`` and ``\\r`` end
+    a line; ``str.splitlines`` would also split on characters JSON strings may hold, such as U+2028)."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise AudioICLError(f"not UTF-8 text ({exc.reason})", file=str(path), line=line) from None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.split("\n")
+
+
+def _line_problem(text: str) -> str:
+    """What is wrong with a result line that is not one JSON object."""
+    try:
+        record, end = _DECODER.raw_decode(text)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON ({exc.msg}: column {exc.colno})"
+    except RecursionError:
+        return "JSON nested too deeply"
+    if end != len(text):
+        return f"not one JSON value: extra data at column {end + 1}"
+    return f"not a JSON object but {type(record).__name__}"
+
+
+def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
+    """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed, error,
+    query_clip)``: the aggregation's hot loop, which needs no record per line."""
+    keys = options.keys
+    response_key, gt_key, task_key, id_key = keys.response, keys.gt, keys.task, keys.id
+    rules = _STRICT_RULES if options.strict else _RULES
+    fallback = _STRICT_TEXT_RULE if options.strict else _TEXT_RULE
+    # json.loads minus its whitespace handling and wrapper (lines are stripped): about twice as fast.
+    # scan_once is what JSONDecoder.raw_decode calls; it raises StopIteration where nothing parses.
+    scan = _DECODER.scan_once
+    path = result.path
+    for number, raw in enumerate(read_result_lines(path), 1):
+        text = raw.strip()
+        if not text:
+            continue
+        try:
+            record, end = scan(text, 0)
+        except (json.JSONDecodeError, StopIteration, RecursionError):
+            record = end = None
+        if end != len(text) or type(record) is not dict:
+            episode = id_in_broken_line(text, id_key)
+            if not options.skip_bad_lines:
+                raise AudioICLError(
+                    f"malformed result line: {_line_problem(text)}",
+                    file=str(path),
+                    line=number,
+                    id=episode,
+                )
+            yield number, episode, "", None, None, _UNPARSED, True, False, None
+            continue
+        task = record.get(task_key, "")
+        if type(task) is not str:
+            task = str(task)  # as the original: a null task is the task "None"
+        response = record.get(response_key)  # missing: wrong, and in n (SPEC §5 rule 1)
+        gt = record.get(gt_key)
+        episode = record.get(id_key)
+        yield (
+            number,
+            episode,
+            task,
+            response,
+            gt,
+            rules.get(task, fallback).judge(response, gt),
+            False,
+            record.get("status") == "error",
+            _query_clip(record, result.shots, episode, options),
+        )
+
+
+def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()) -> Iterator[ScoredLine]:
+    """Score every non-blank line of one result file, in order.
+
+    A line without a response key is a null response: wrong, unparsed, in n (the original's rule). A
+    malformed line (not JSON, not one object; a half-written last line is one too) raises
+    ``AudioICLError`` naming file, line and id, unless ``options.skip_bad_lines``: then it is yielded as a
+    wrong, unparsed ``ScoredLine`` with ``malformed=True`` and stays in n under the empty task.
+    """
+    model, shots, path = result.model, result.shots, result.path
+    for judged in _judged_lines(result, options):
+        yield ScoredLine(model, shots, path, *judged)
+
+
+# --- aggregation ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """Accuracy of one model at one k on one task. ``correct``, ``unparsed`` and ``errors`` (error lines: episodes
+    the run could not ask) are None when unknown (a summary CSV read back holds only accuracy and n).
+    ``query_clips``: distinct query clips among the n lines (None: some line's clip is unknown);
+    ``cluster_interval``: the 95% cluster-bootstrap interval over them."""
+
+    model: str
+    shots: int
+    task: str
+    accuracy: float
+    n: int
+    correct: int | None = None
+    unparsed: int | None = None
+    errors: int | None = None
+    query_clips: int | None = None
+    cluster_interval: tuple[float, float] | None = None
+
+    @property
+    def recurring(self) -> bool:
+        """Some query clip serves more than one of the n lines (so they are not independent)."""
+        return self.query_clips is not None and self.query_clips < self.n
+
+    def interval(self, z: float = 1.96) -> tuple[float, float]:
+        """Wilson interval; from a read-back summary the count is ``round(accuracy * n)``, exact while
+        n < 1,000,000 (accuracy has six decimals)."""
+        correct = self.correct if self.correct is not None else round(self.accuracy * self.n)
+        return wilson_interval(correct, self.n, z)
+
+
+@dataclass
+class Scoring:
+    """What ``score_files`` found: summary rows in output order, malformed lines counted as wrong, and
+    (when asked) every scored line grouped by (model, shots) for the per-example files."""
+
+    rows: list[SummaryRow]
+    malformed: int = 0
+    examples: dict[tuple[str, int], list[ScoredLine]] = field(default_factory=dict)
+    files: tuple[ResultFile, ...] = ()
+
+
+@dataclass
+class _FileCounts:
+    """One file's tallies: task → [correct, n, unparsed, errors], task → query clip → [correct, n] (a None
+    clip: lines whose clip is unknown), malformed lines, and its lines when kept."""
+
+    per_task: dict[str, list[int]]
+    per_clip: dict[str, dict[str | None, list[int]]]
+    malformed: int
+    lines: list[ScoredLine] | None
+
+
+def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) -> _FileCounts:
+    per_task: dict[str, list[int]] = {}
+    per_clip: dict[str, dict[str | None, list[int]]] = {}
+    malformed = 0
+    lines: list[ScoredLine] | None = [] if keep_examples else None
+    for judged in _judged_lines(result, options):
+        task, verdict = judged[2], judged[5]
+        count = per_task.get(task)
+        if count is None:
+            count = per_task[task] = [0, 0, 0, 0]
+            per_clip[task] = {}
+        count[0] += verdict.correct
+        count[1] += 1
+        count[2] += not verdict.parsed
+        count[3] += judged[7]
+        clip = per_clip[task].get(judged[8])
+        if clip is None:
+            clip = per_clip[task][judged[8]] = [0, 0]
+        clip[0] += verdict.correct
+        clip[1] += 1
+        malformed += judged[6]
+        if lines is not None:
+            lines.append(ScoredLine(result.model, result.shots, result.path, *judged))
+    return _FileCounts(per_task, per_clip, malformed, lines)
+
+
+PARALLEL_MIN_BYTES = 8_000_000  # below this, starting worker processes costs more than it saves
+
+
+def _count_files(files: list[ResultFile], options: ScoreOptions, keep_examples: bool) -> list[_FileCounts]:
+    """Tally every file, in worker processes when there are several large files and no lines to keep."""
+    workers = min(len(files), options.workers or os.cpu_count() or 1)
+    size = sum(f.path.stat().st_size for f in files if f.path.is_file())
+    if keep_examples or workers < 2 or size < PARALLEL_MIN_BYTES:
+        return [_count_file(f, options, keep_examples) for f in files]
+    context = multiprocessing.get_context(
+        "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    )
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return list(pool.map(_count_file, files, [options] * len(files), [False] * len(files)))
+
+
+def score_files(
+    files: Iterable[ResultFile], options: ScoreOptions = ScoreOptions(), *, keep_examples: bool = False
+) -> Scoring:
+    """Score result files and aggregate per (model, shots, task); same model and k in several files add up."""
+    files = list(files)
+    counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed, errors]
+    clips: dict[tuple[str, int, str], dict[str | None, list[int]]] = {}  # key → clip → [correct, n]
+    examples: dict[tuple[str, int], list[ScoredLine]] = {}
+    malformed = 0
+    for result, tally in zip(files, _count_files(files, options, keep_examples), strict=True):
+        malformed += tally.malformed
+        if tally.lines:
+            examples.setdefault((result.model, result.shots), []).extend(tally.lines)
+        for task, tally_counts in tally.per_task.items():
+            key = (result.model, result.shots, task)
+            total = counts.setdefault(key, [0, 0, 0, 0])
+            for i, value in enumerate(tally_counts):
+                total[i] += value
+            merged = clips.setdefault(key, {})
+            for clip, (clip_correct, clip_n) in tally.per_clip[task].items():
+                tally_clip = merged.setdefault(clip, [0, 0])
+                tally_clip[0] += clip_correct
+                tally_clip[1] += clip_n
+    rows = []
+    for key, (correct, n, unparsed, errors) in sorted(counts.items()):
+        known = None not in clips[key]
+        rows.append(
+            SummaryRow(
+                *key,
+                correct / n,
+                n,
+                correct,
+                unparsed,
+                errors,
+                len(clips[key]) if known else None,
+                cluster_bootstrap(list(clips[key].values()), key) if known else None,
+            )
+        )
+    return Scoring(rows, malformed, examples, tuple(files))
+
+
+def detail_path(summary: Path) -> Path:
+    """Where the detail CSV goes by default: ``<summary stem>_detail.csv`` next to the summary."""
+    return Path(summary).with_name(f"{Path(summary).stem}_detail.csv")
+
+
+def score_folder(
+    root: Path,
+    out: Path,
+    options: ScoreOptions = ScoreOptions(),
+    *,
+    detail: Path | None = None,
+    models: Iterable[str] | None = None,
+    shots: Iterable[int] | None = None,
+    keep_examples: bool = False,
+) -> Scoring:
+    """Score every result file under ``root``; write the summary CSV to ``out`` and the detail CSV."""
+    files = find_result_files(root, models=models, shots=shots)
+    if not files:
+        wanted = " matching the model/shots filters" if models or shots else ""
+        raise AudioICLError(
+            f"no result files (<model>_results_k<k>.jsonl){wanted} found under this folder", file=str(root)
+        )
+    scoring = score_files(files, options, keep_examples=keep_examples)
+    write_summary(out, scoring.rows)
+    write_detail(detail or detail_path(out), scoring.rows, strict=options.strict)
+    return scoring
+
+
+# --- CSV files and the table ---------------------------------------------------------------------------
+
+
+def write_summary(path: Path, rows: Iterable[SummaryRow]) -> None:
+    """The original's summary CSV: ``model,shots,task,accuracy,n``, csv defaults (CRLF), 6 decimals."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(SUMMARY_HEADER)
+        writer.writerows((r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n) for r in rows)
+
+
+def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False) -> None:
+    """Summary plus correct, unparsed, error lines, 95% Wilson interval (independent episodes), the scoring
+    mode (``original``/``strict``), the number of distinct query clips and the 95% cluster-bootstrap interval
+    over them (``unknown`` and empty when the lines do not tell their query clips)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "strict" if strict else "original"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(DETAIL_HEADER)
+        for r in rows:
+            low, high = r.interval()
+            clusters = (
+                ("", "") if r.cluster_interval is None else tuple(f"{v:.6f}" for v in r.cluster_interval)
+            )
+            writer.writerow(
+                (r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n, r.correct, r.unparsed, r.errors)
+                + (f"{low:.6f}", f"{high:.6f}", mode)
+                + (UNKNOWN_CLIPS if r.query_clips is None else r.query_clips, *clusters)
+            )
+
+
+def per_example_path(folder: Path, model: str, shots: int) -> Path:
+    return Path(folder) / f"{model}_k{shots}.csv"
+
+
+def write_per_example(folder: Path, scoring: Scoring, *, keep_text: bool = False) -> list[Path]:
+    """One CSV per (model, shots): ``id,task,correct`` (0/1), plus the original's ``gt,pred`` with
+    ``keep_text``; rows in file then line order."""
+    written = []
+    for (model, shots), lines in scoring.examples.items():
+        path = per_example_path(folder, model, shots)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(
+                ("id", "task", "correct", "gt", "pred") if keep_text else ("id", "task", "correct")
+            )
+            for s in lines:
+                row = [s.id, s.task, int(s.verdict.correct)]
+                if keep_text:
+                    row += ["" if s.gt is None else s.gt, "" if s.response is None else s.response]
+                writer.writerow(row)
+        written.append(path)
+    return written
+
+
+def read_summary(path: Path) -> list[SummaryRow]:
+    """Rows of a summary CSV (or of a detail CSV, which adds correct, unparsed and, since they were added,
+    errors, the query clips and the cluster interval), in file order."""
+    path = Path(path)
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise AudioICLError(f"cannot read summary: {exc.strerror}", file=str(path)) from None
+    with handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None or tuple(header[:5]) != SUMMARY_HEADER:
+            raise AudioICLError(
+                f"not a summary CSV: header must start {','.join(SUMMARY_HEADER)}", file=str(path)
+            )
+        extra = {name: header.index(name) for name in (*DETAIL_COUNTS, *DETAIL_CLUSTERS) if name in header}
+
+        def count(record: list[str], name: str) -> int | None:
+            return int(record[extra[name]]) if name in extra else None
+
+        def clips(record: list[str]) -> int | None:
+            known = "query_clips" in extra and record[extra["query_clips"]] != UNKNOWN_CLIPS
+            return count(record, "query_clips") if known else None
+
+        def cluster(record: list[str]) -> tuple[float, float] | None:
+            low, high = (record[extra[name]] if name in extra else "" for name in DETAIL_CLUSTERS[1:])
+            return (float(low), float(high)) if low and high else None
+
+        rows = []
+        for record in reader:
+            if not record:
+                continue
+            try:
+                model, shots, task, accuracy, n = record[:5]
+                rows.append(
+                    SummaryRow(
+                        model,
+                        int(shots),
+                        task,
+                        float(accuracy),
+                        int(n),
+                        count(record, "correct"),
+                        count(record, "unparsed"),
+                        count(record, "errors"),
+                        clips(record),
+                        cluster(record),
+                    )
+                )
+            except (ValueError, IndexError):
+                raise AudioICLError(
+                    f"bad summary row {record!r}", file=str(path), line=reader.line_num
+                ) from None
+    return rows
+
+
+def format_table(rows: Iterable[SummaryRow]) -> str:
+    """A plain-text table: model, k, task, accuracy %, 95% interval, correct/n, unparsed, error lines (the
+    episodes of the cell the run could not ask: counted in n, as wrong)."""
+    header = ("model", "k", "task", "acc %", "95% CI", "correct/n", "unparsed", "errors")
+    body = []
+    for r in rows:
+        low, high = r.interval()
+        correct = r.correct if r.correct is not None else round(r.accuracy * r.n)
+        body.append(
+            (
+                r.model,
+                str(r.shots),
+                r.task or "(no task)",
+                f"{100 * r.accuracy:.1f}",
+                f"[{100 * low:.1f}, {100 * high:.1f}]",
+                f"{correct}/{r.n}",
+                "" if r.unparsed is None else str(r.unparsed),
+                "" if r.errors is None else str(r.errors),
+            )
+        )
+    widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
+    right = {1, 3, 5, 6, 7}
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in (header, *body)
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)

@@ -1,0 +1,1 @@
+"""Random-weight checkpoints of the model families for tests and GPU measurements."""
