@@ -1,9 +1,9 @@
 """Throughput of the ``hf`` backend on a GPU: full-size models with random weights, the real runner.
 
 For each family it builds the full-size configuration with random weights directly on the GPU
-(``checkpoints.full_size_model``), wraps it in the ``hf`` backend once per reuse mode (``--reuse``: off =
+(``audioicl.testing.full_size_model``), wraps it in the ``hf`` backend once per reuse mode (``--reuse``: off =
 transformers' ``generate`` on every prompt from scratch, audio = each clip encoded once, prefix = also each
-episode's shared prompt prefix computed once) and runs ``runner.run`` over a built benchmark (all nine tasks,
+episode's shared prompt prefix computed once) and runs ``inference.runner.run`` over a built benchmark (all nine tasks,
 every k the build has, so the mix of prompts is the benchmark's), greedy with ``--max-new-tokens`` tokens.
 Feature extraction is part of the time (the processor's own, per distinct clip).
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import soundfile as sf
 import torch
 
-from audioicl.backends.base import Request
+from audioicl.backends.base import ModelSpec, Request
 from audioicl.backends.hf import HFBackend
 from audioicl.backends.reuse import batches, prefill
 from audioicl.dataset.meta import read_meta
@@ -39,7 +39,7 @@ from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import run
 from audioicl.prompts.build import build_prompt
 from audioicl.prompts.clips import ClipStore, load_morse_bank
-from audioicl.testing.checkpoints import full_size_model
+from audioicl.testing import full_size_model
 
 FULL_BENCHMARK = 13_500  # 9 tasks x 300 episodes x k = 1..5
 
@@ -122,7 +122,7 @@ def measure(model, processor, family: str, reuse: str, args: argparse.Namespace,
     out = Path(tempfile.mkdtemp(prefix=f"gpu-{family}-{reuse}-"))
     options = RunOptions(
         data=args.data,
-        model=f"hf:{family}-full-random",
+        model=ModelSpec("hf", f"{family}-full-random"),
         out=out,
         batch_size=args.batch_size,
         window=args.window,

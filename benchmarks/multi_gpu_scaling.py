@@ -6,7 +6,7 @@ GPU, ``--family``, or a checkpoint folder, ``--model hf:DIR``), warms it up on t
 task, waits until all n are ready (a file barrier, so model building and warm-up are not timed), then runs
 the real runner over its shard (``--shard i/n``, the episodes whose id hashes to it, every k) into
 ``OUT/n<n>/shard-i-of-n``. The shards are then joined with
-``audioicl merge`` (``results.merge_shards``, which refuses a missing or doubled episode) and compared with
+``audioicl merge`` (``inference.results.merge_shards``, which refuses a missing or doubled episode) and compared with
 the one-process run line by line (every field but the timing).
 
 Printed: per GPU count the prompts, the wall time from the first shard's start to the last shard's end, the
@@ -31,7 +31,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from audioicl.backends import load_backend
+from audioicl.backends import ModelSpec, load_backend
 from audioicl.inference.options import RunOptions, Shard
 from audioicl.inference.results import iter_results, merge_shards
 from audioicl.inference.runner import run
@@ -50,8 +50,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--data", type=Path, required=True, help="a built benchmark")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--family", help="full-size model with random weights (checkpoints.full_size_model)")
-    source.add_argument("--model", help="a model spec the runner loads itself, e.g. hf:DIR")
+    source.add_argument(
+        "--family", help="full-size model with random weights (audioicl.testing.full_size_model)"
+    )
+    source.add_argument(
+        "--model", type=ModelSpec.parse, help="a model spec the runner loads itself, e.g. hf:DIR"
+    )
     parser.add_argument("--out", type=Path, default=Path("multi-gpu-scaling"), help="results folder (new)")
     parser.add_argument("--gpus", type=parse_ints, default=(1, 2), help="GPU counts to run, e.g. 1,2,4")
     parser.add_argument("--device", default="cuda", help="cuda (one GPU per process) or cpu")
@@ -74,7 +78,7 @@ def run_options(args: argparse.Namespace, folder: Path, shard: Shard | None) -> 
         backend_options |= {"device": args.device, "dtype": args.dtype}
     return RunOptions(
         data=args.data,
-        model=args.model or f"hf:{args.family}-full-random",
+        model=args.model or ModelSpec("hf", f"{args.family}-full-random"),
         out=folder,
         shots=args.k,
         batch_size=args.batch_size,
@@ -87,7 +91,7 @@ def run_options(args: argparse.Namespace, folder: Path, shard: Shard | None) -> 
 def full_size_backend(args: argparse.Namespace):
     """The ``hf`` backend around the full-size random-weight model, built on this process's device."""
     from audioicl.backends.hf import DTYPES, HFBackend
-    from audioicl.testing.checkpoints import full_size_model
+    from audioicl.testing import full_size_model
 
     model, processor = full_size_model(
         args.family, device=args.device, dtype=DTYPES[args.dtype], num_layers=args.num_layers

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from chat_server import ChatServer  # noqa: E402
 
-from audioicl.backends import load_backend  # noqa: E402
+from audioicl.backends import ModelSpec, load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.dataset.meta import find_meta_files, read_meta  # noqa: E402
 from audioicl.prompts.build import build_prompt  # noqa: E402
@@ -61,7 +61,9 @@ def main() -> None:
         for concurrency in map(int, args.concurrency.split(",")):
             times = []
             for _ in range(args.runs):
-                backend = load_backend("openai:bench", base_url=server.url, concurrency=str(concurrency))
+                backend = load_backend(
+                    ModelSpec("openai", "bench"), base_url=server.url, concurrency=str(concurrency)
+                )
                 started = time.perf_counter()
                 responses = backend.generate(work, GenerationConfig())
                 times.append(time.perf_counter() - started)

@@ -23,7 +23,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from audioicl.backends.hf import HFBackend
 from audioicl.backends.reuse import batches, prefill
-from audioicl.testing.checkpoints import full_size_model
+from audioicl.testing import full_size_model
 
 CHOICES = {
     "default": None,

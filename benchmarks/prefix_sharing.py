@@ -34,7 +34,7 @@ from audioicl.inference.runner import Work, order_work
 from audioicl.prompts.build import build_prompt
 from audioicl.prompts.chat import AudioPart
 from audioicl.prompts.clips import ClipStore, load_morse_bank
-from audioicl.testing.checkpoints import tiny_checkpoint
+from audioicl.testing import tiny_checkpoint
 
 BLOCK = 16
 

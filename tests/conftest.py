@@ -12,10 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import tone
 
-from audioicl.audio import SAMPLE_RATE, write_wav
+from audioicl import Episode
+from audioicl.audio import write_wav
 from audioicl.dataset.meta import write_meta
-from audioicl.records import Clip, Demo, Episode, Query
+from audioicl.records import Clip, Demo, Query
 from audioicl.tasks import TASKS, episode_id
 
 WORDS = (
@@ -34,11 +36,6 @@ WORDS = (
 )
 REMAP_PATTERNS = ("AAB", "ABA", "BAB", "BAA", "ABB", "BBA")
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-def tone(seconds: float, freq: float = 440.0, sr: int = SAMPLE_RATE) -> np.ndarray:
-    t = np.arange(round(seconds * sr)) / sr
-    return (0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32)
 
 
 class _Writer:
@@ -173,7 +170,7 @@ def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
     """
     for module in ("torch", "transformers", "torchvision"):
         pytest.importorskip(module)
-    from audioicl.testing.checkpoints import FAMILIES, tiny_checkpoint
+    from audioicl.testing import FAMILIES, tiny_checkpoint
 
     root = tmp_path_factory.mktemp("tiny_checkpoints")
     return {family: tiny_checkpoint(family, root / family) for family in FAMILIES}
@@ -183,10 +180,10 @@ def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
 def tiny_backends(tiny_checkpoints):
     """family → the ``hf`` backend with its default options around the tiny checkpoint, fp32 on the CPU;
     shared by the session (a test that needs other options builds its own)."""
-    from audioicl.backends import load_backend
+    from audioicl import ModelSpec, load_backend
 
     loaded = {
-        name: load_backend(f"hf:{path}", dtype="fp32", device="cpu")
+        name: load_backend(ModelSpec("hf", str(path)), dtype="fp32", device="cpu")
         for name, path in tiny_checkpoints.items()
     }
     yield loaded
@@ -199,7 +196,7 @@ def tiny_thinker_checkpoints(tmp_path_factory) -> dict[str, Path]:
     """Omni family → thinker-only tiny checkpoint (the other layout a backend must load); same weights."""
     for module in ("torch", "transformers", "torchvision"):
         pytest.importorskip(module)
-    from audioicl.testing.checkpoints import FAMILY_SPECS, tiny_checkpoint
+    from audioicl.testing import FAMILY_SPECS, tiny_checkpoint
 
     root = tmp_path_factory.mktemp("tiny_thinker_checkpoints")
     omni = [name for name, spec in FAMILY_SPECS.items() if spec.full_class is not None]
@@ -224,7 +221,7 @@ NINE_TASK_EPISODES = 3
 def nine_tasks(tmp_path_factory) -> Path:
     """All nine tasks as the builder makes them, 3 episodes each, k = 1..5; built once per session (per xdist
     worker) and shared read-only by the label-truth, perceiving, controls, probes and study tests."""
-    from audioicl.dataset.build import BuildOptions, build
+    from audioicl import BuildOptions, build
 
     out = tmp_path_factory.getbasetemp() / f"nine-tasks-{NINE_TASK_EPISODES}"
     build(out, BuildOptions(episodes=NINE_TASK_EPISODES), workers=2)

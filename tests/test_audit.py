@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from audioicl import Episode
 from audioicl.analysis import audit
 from audioicl.analysis.audit import ClipInfo
 from audioicl.perception.measure import LevelFeatures, level_features
-from audioicl.records import Clip, Demo, Episode, Query
+from audioicl.records import Clip, Demo, Query
 
 
 def single(task: str, labels: list[str], query: str, name: str = "") -> Episode:

@@ -14,22 +14,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import quiet
 
-from audioicl.backends import load_backend
+from audioicl import RunOptions, read_meta, run
+from audioicl.backends import ModelSpec, load_backend
 from audioicl.backends.base import GenerationConfig, Request, Response
-from audioicl.dataset.meta import read_meta
-from audioicl.inference.options import RunOptions
-from audioicl.inference.runner import run
 from audioicl.prompts.build import build_prompt
 from audioicl.prompts.chat import AudioPart, Chat, TextPart
 from audioicl.prompts.clips import ClipStore
 
 BUILTIN = ["builtin:random", "builtin:majority", "builtin:oracle", "builtin:icl"]
 MODEL_FAMILIES = ["qwen2-audio", "qwen2.5-omni", "qwen3-omni"]
-
-
-def quiet(_: str) -> None:
-    pass
 
 
 @pytest.fixture(scope="module", params=BUILTIN + [f"hf:{f}" for f in MODEL_FAMILIES] + ["openai:conformance"])
@@ -72,7 +67,7 @@ def server(backend_spec):
 @pytest.fixture(scope="module")
 def backend(backend_spec, checkpoints, server):
     spec, options = spec_for(backend_spec, checkpoints, server)
-    loaded = load_backend(spec, **options)
+    loaded = load_backend(ModelSpec.parse(spec), **options)
     yield loaded
     loaded.close()
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from audioicl import AudioICLError, read_meta
 from audioicl.audio import load
 from audioicl.dataset.build import BuildOptions, _jobs, _work_units, build, normalized
 from audioicl.dataset.manifest import read_fingerprint
-from audioicl.dataset.meta import find_meta_files, read_meta, resolve_audio_path
-from audioicl.errors import AudioICLError
+from audioicl.dataset.meta import find_meta_files, resolve_audio_path
 from audioicl.tasks.context import CONSTRUCTION
 
 TASKS = ("AudioCount", "AudioLengthHard", "MorseCode", "AudioRemap")

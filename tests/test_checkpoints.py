@@ -1,4 +1,4 @@
-"""Tiny and full-size random-weight checkpoints (``audioicl.checkpoints``) through the real transformers classes."""
+"""Tiny and full-size random-weight checkpoints (``audioicl.testing``) through the real transformers classes."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
 from audioicl.prompts.sets import DEFAULT_SYSTEM  # noqa: E402
-from audioicl.testing import checkpoints  # noqa: E402
-from audioicl.testing.checkpoints import FAMILIES, family, tiny_checkpoint  # noqa: E402
+from audioicl.testing import FAMILIES, family, templates, tiny_checkpoint  # noqa: E402
+from audioicl.testing import build as checkpoints  # noqa: E402
 
 SR = checkpoints.SAMPLE_RATE
 # Audio tokens per second of the real encoders: 25 (Qwen2-Audio, Qwen2.5-Omni), 13 (Qwen3-Omni).
@@ -125,7 +125,7 @@ def test_same_seed_same_checkpoint(tmp_path):
 
     # Qwen3-Omni in the full layout: transformers leaves its talker's experts uninitialised (5.24).
     first = tiny_checkpoint("qwen3-omni", tmp_path / "a", seed=3)
-    checkpoints._bpe.cache_clear()  # the tokenizer is trained again, and must come out the same
+    templates._bpe.cache_clear()  # the tokenizer is trained again, and must come out the same
     second = tiny_checkpoint("qwen3-omni", tmp_path / "b", seed=3)
     other = tiny_checkpoint("qwen3-omni", tmp_path / "c", seed=4)
     for name in ("tokenizer.json", "config.json", "model.safetensors"):

@@ -13,15 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from audioicl import AudioICLError, Episode, read_meta
 from audioicl.audio import SAMPLE_RATE
-from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl.dataset.meta import find_meta_files
 from audioicl.dataset.sidecar import Sidecar, load_sidecar
-from audioicl.errors import AudioICLError
 from audioicl.prompts.build import Prompt, build_prompt
 from audioicl.prompts.chat import AudioPart, render_text
 from audioicl.prompts.clips import NOISE_PATH, ClipStore, load_morse_bank
 from audioicl.prompts.controls import CONTROLS, NOISE_SECONDS, ControlContext, swap_partners
-from audioicl.records import Episode
 from audioicl.synth.morse import WORDS_5
 from audioicl.tasks import TASKS, task_names
 from audioicl.tasks.remap import PATTERNS

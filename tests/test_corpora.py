@@ -1,4 +1,4 @@
-"""Tests of audioicl.corpora that need no server: the registry, mirrors, unpacking, records and provenance,
+"""Tests of audioicl.sources.corpora that need no server: the registry, mirrors, unpacking, records and provenance,
 and what a build from fetched corpora writes. Fetching runs against a local server in
 tests/e2e/test_fetch_sources_cli.py."""
 
@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from test_sources import corpora as source_folders  # noqa: F401  (the fixture: tiny corpora in their layouts)
 
-from audioicl.dataset.build import BuildOptions, build
-from audioicl.errors import AudioICLError
+from audioicl import AudioICLError, BuildOptions, build
 from audioicl.sources.banks import SOURCE_KINDS, parse_sources
 from audioicl.sources.corpora import (
     BASE_URL_ENV,

@@ -1,4 +1,4 @@
-"""Tests of audioicl.download that need no hub: the folder rules, download.json, the client's absence.
+"""Tests of audioicl.dataset.download that need no hub: the folder rules, download.json, the client's absence.
 Downloads themselves run against the local hub in tests/e2e/test_download_cli.py."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from audioicl import AudioICLError
 from audioicl.dataset.download import (
     RemoteFile,
     Snapshot,
@@ -18,7 +19,6 @@ from audioicl.dataset.download import (
     read_source,
     snapshot,
 )
-from audioicl.errors import AudioICLError
 
 SNAP = Snapshot(
     "hongzz-18/AudioICL-Bench",
@@ -82,8 +82,7 @@ def test_without_the_hub_extra_the_error_says_how_to_install_it(monkeypatch):
 
 
 def test_run_records_carry_the_commit_and_refuse_a_changed_one(fresh_dataset, tmp_path):
-    from audioicl.inference.options import RunOptions
-    from audioicl.inference.runner import run
+    from audioicl import RunOptions, run
 
     _write_source(fresh_dataset, SNAP, complete=True)
     options = RunOptions(data=fresh_dataset, model="builtin:random", out=tmp_path / "out", shots=(1,))
@@ -98,8 +97,7 @@ def test_run_records_carry_the_commit_and_refuse_a_changed_one(fresh_dataset, tm
 
 
 def test_a_dataset_that_was_not_downloaded_records_no_source(fresh_dataset, tmp_path):
-    from audioicl.inference.options import RunOptions
-    from audioicl.inference.runner import run
+    from audioicl import RunOptions, run
 
     run(
         RunOptions(data=fresh_dataset, model="builtin:random", out=tmp_path, shots=(1,)),

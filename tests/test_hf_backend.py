@@ -1,4 +1,4 @@
-"""The ``hf`` backend on tiny random-weight checkpoints of the three families (``audioicl.checkpoints``).
+"""The ``hf`` backend on tiny random-weight checkpoints of the three families (``audioicl.testing``).
 
 Everything runs the real transformers classes and processors; fp32 on the CPU so answers are exact.
 """
@@ -12,28 +12,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import quiet
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
+from audioicl import AudioICLError, RunOptions, read_meta, run  # noqa: E402
 from audioicl.audio import SAMPLE_RATE, write_wav  # noqa: E402
-from audioicl.backends import load_backend  # noqa: E402
+from audioicl.backends import ModelSpec, load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.backends.rendering import FAMILIES, family_of, render_chat  # noqa: E402
-from audioicl.dataset.meta import read_meta  # noqa: E402
-from audioicl.errors import AudioICLError  # noqa: E402
-from audioicl.inference.options import RunOptions  # noqa: E402
-from audioicl.inference.runner import run  # noqa: E402
 from audioicl.prompts.build import build_prompt  # noqa: E402
 from audioicl.prompts.chat import AudioPart  # noqa: E402
 from audioicl.prompts.clips import ClipStore  # noqa: E402
 
 FAMILY_NAMES = ("qwen2-audio", "qwen2.5-omni", "qwen3-omni")
-
-
-def quiet(_: str) -> None:
-    pass
 
 
 @pytest.fixture
@@ -75,7 +69,7 @@ def test_loads_the_text_model_of_each_family(backends, family):
 
 @pytest.mark.parametrize("family", ["qwen2.5-omni", "qwen3-omni"])
 def test_thinker_only_layout_loads_the_same_weights(backends, tiny_thinker_checkpoints, family):
-    thinker = load_backend(f"hf:{tiny_thinker_checkpoints[family]}", dtype="fp32", device="cpu")
+    thinker = load_backend(ModelSpec("hf", str(tiny_thinker_checkpoints[family])), dtype="fp32", device="cpu")
     full = backends[family]
     assert type(thinker.model) is type(full.model)
     ours = dict(thinker.model.named_parameters())
@@ -100,14 +94,14 @@ def test_a_folder_whose_processor_is_a_bare_tokenizer_is_refused(tiny_checkpoint
     (bare / "tokenizer_config.json").write_text(json.dumps(settings))
     GPT2Config(n_layer=1, n_embd=16, n_head=2).save_pretrained(bare)
     with pytest.raises(AudioICLError, match="no audio feature extractor") as info:
-        load_backend(f"hf:{bare}", dtype="fp32", device="cpu")
+        load_backend(ModelSpec("hf", str(bare)), dtype="fp32", device="cpu")
     assert str(bare) in str(info.value)
     # an audio model's folder that lost its processor files fails loudly too, naming the folder
     lost = tmp_path / "lost"
     shutil.copytree(tiny_checkpoints["qwen2-audio"], lost)
     (lost / "processor_config.json").unlink()
     with pytest.raises(AudioICLError, match=f"cannot load the processor of {lost}"):
-        load_backend(f"hf:{lost}", dtype="fp32", device="cpu")
+        load_backend(ModelSpec("hf", str(lost)), dtype="fp32", device="cpu")
 
 
 def test_unknown_model_type_is_named(tiny_checkpoints, tmp_path):
@@ -117,16 +111,16 @@ def test_unknown_model_type_is_named(tiny_checkpoints, tmp_path):
     shutil.copytree(tiny_checkpoints["qwen2-audio"], folder)
     GPT2Config(n_layer=1, n_embd=16, n_head=2).save_pretrained(folder)
     with pytest.raises(AudioICLError, match="model_type 'gpt2'"):
-        load_backend(f"hf:{folder}", dtype="fp32", device="cpu")
+        load_backend(ModelSpec("hf", str(folder)), dtype="fp32", device="cpu")
 
 
 def test_options_are_checked():
     with pytest.raises(AudioICLError, match="dtype must be"):
-        load_backend("hf:/nowhere", dtype="int3")
+        load_backend(ModelSpec("hf", "/nowhere"), dtype="int3")
     with pytest.raises(AudioICLError, match="no option colour"):
-        load_backend("hf:/nowhere", colour="red")
+        load_backend(ModelSpec("hf", "/nowhere"), colour="red")
     with pytest.raises(AudioICLError, match="cannot load the checkpoint /nowhere"):
-        load_backend("hf:/nowhere", device="cpu")
+        load_backend(ModelSpec("hf", "/nowhere"), device="cpu")
 
 
 # --------------------------------------------------------------------------- prompts
@@ -257,7 +251,7 @@ def test_the_checkpoints_own_generation_settings_do_not_change_greedy_answers(
     config = GenerationConfig(max_new_tokens=8, batch_size=3)
     expected = [r.text for r in backends["qwen2-audio"].generate(requests, config)]
     for reuse in ("off", "prefix"):
-        backend = load_backend(f"hf:{folder}", dtype="fp32", device="cpu", reuse=reuse)
+        backend = load_backend(ModelSpec("hf", str(folder)), dtype="fp32", device="cpu", reuse=reuse)
         assert [r.text for r in backend.generate(requests, config)] == expected, reuse
         set_aside = backend.info["generation_config_set_aside"]
         assert set_aside["repetition_penalty"] == 1.5 and set_aside["no_repeat_ngram_size"] == 1
@@ -280,7 +274,9 @@ def test_generate_samples_at_temperature_alone(backends, temperature):
 
 
 def test_out_of_memory_halves_the_batch_down_to_one(tiny_checkpoints, tiny_dataset, monkeypatch):
-    backend = load_backend(f"hf:{tiny_checkpoints['qwen2-audio']}", dtype="fp32", device="cpu", reuse="off")
+    backend = load_backend(
+        ModelSpec("hf", str(tiny_checkpoints["qwen2-audio"])), dtype="fp32", device="cpu", reuse="off"
+    )
     requests = requests_for(tiny_dataset, k=1, family=backend.family)[:5]
     expected = [r.text for r in backend.generate(requests, GenerationConfig(max_new_tokens=4, batch_size=1))]
     real = backend._generate_batch
@@ -379,7 +375,7 @@ def test_a_prompt_past_the_models_context_is_an_error_response(
     settings = json.loads((folder / "config.json").read_text())
     settings["text_config"]["max_position_embeddings"] = context
     (folder / "config.json").write_text(json.dumps(settings))
-    backend = load_backend(f"hf:{folder}", dtype="fp32", device="cpu", reuse=reuse)
+    backend = load_backend(ModelSpec("hf", str(folder)), dtype="fp32", device="cpu", reuse=reuse)
     responses = backend.generate(requests, config)
     backend.close()
     for index, response in enumerate(responses):

@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from audioicl import BuildOptions, Episode, build, read_meta
 from audioicl.audio import SAMPLE_RATE, load
-from audioicl.dataset.build import build
-from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl.dataset.meta import find_meta_files
 from audioicl.perception import measure as perception
-from audioicl.records import Clip, Episode
-from audioicl.tasks.context import BuildOptions
+from audioicl.records import Clip
 from audioicl.tasks.operator import GAP_SECONDS
 
 EPISODES = 3

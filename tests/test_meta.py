@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from helpers import tone
 from reference_data import REFERENCE
 
+from audioicl import AudioICLError, Episode
 from audioicl.audio import SAMPLE_RATE, load, pcm16_bytes, resample, write_wav
 from audioicl.dataset.meta import (
     dumps_episode,
@@ -22,8 +24,7 @@ from audioicl.dataset.meta import (
     scan_meta,
     write_meta,
 )
-from audioicl.errors import AudioICLError
-from audioicl.records import Clip, Demo, Episode, Query
+from audioicl.records import Clip, Demo, Query
 
 REFERENCE_FILES = sorted(REFERENCE.glob("meta_k*.jsonl"))
 
@@ -169,13 +170,8 @@ def test_unreadable_meta_file(tmp_path: Path):
 # --------------------------------------------------------------------------- audio
 
 
-def tone(seconds: float, sr: int, hz: float = 440.0) -> np.ndarray:
-    t = np.arange(int(seconds * sr)) / sr
-    return (0.5 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
-
-
 def test_write_wav_is_pcm16_and_loads_back(tmp_path: Path):
-    wave = tone(0.25, SAMPLE_RATE)
+    wave = tone(0.25, amplitude=0.5)
     path = tmp_path / "sub" / "a.wav"
     write_wav(path, wave)
     info = sf.info(str(path))
@@ -194,7 +190,7 @@ def test_write_wav_clips_out_of_range_samples(tmp_path: Path):
 
 
 def test_load_mixes_stereo_and_resamples(tmp_path: Path):
-    left, right = tone(1.0, 44100, 440.0), np.zeros(44100, dtype=np.float32)
+    left, right = tone(1.0, 440.0, 44100, amplitude=0.5), np.zeros(44100, dtype=np.float32)
     sf.write(str(tmp_path / "s.wav"), np.stack([left, right], axis=1), 44100, subtype="FLOAT")
     wave, sr = load(tmp_path / "s.wav")
     assert sr == 16000 and wave.ndim == 1 and abs(len(wave) - 16000) <= 1
@@ -204,7 +200,7 @@ def test_load_mixes_stereo_and_resamples(tmp_path: Path):
 
 
 def test_resample_keeps_a_tone_and_is_identity_at_same_rate():
-    wave = tone(1.0, 48000, 1000.0)
+    wave = tone(1.0, 1000.0, 48000, amplitude=0.5)
     assert resample(wave, 48000, 48000) is wave
     out = resample(wave, 48000, 16000)
     peak_hz = np.argmax(np.abs(np.fft.rfft(out))) * 16000 / len(out)

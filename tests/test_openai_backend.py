@@ -17,11 +17,10 @@ pytest.importorskip("httpx")
 
 from chat_server import ChatServer, answer_for, messages_digest  # noqa: E402
 
-from audioicl.backends import load_backend  # noqa: E402
+from audioicl import AudioICLError, read_meta  # noqa: E402
+from audioicl.backends import ModelSpec, load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.backends.openai import chat_messages  # noqa: E402
-from audioicl.dataset.meta import read_meta  # noqa: E402
-from audioicl.errors import AudioICLError  # noqa: E402
 from audioicl.prompts.build import build_prompt  # noqa: E402
 from audioicl.prompts.chat import AudioPart, TextPart  # noqa: E402
 from audioicl.prompts.clips import ClipStore  # noqa: E402
@@ -46,7 +45,7 @@ def requests_for(dataset: Path, ks: tuple[int, ...] = (1, 2)) -> list[Request]:
 
 
 def backend(server: ChatServer, **options: str):
-    return load_backend("openai:test-model", base_url=server.url, **{**FAST, **options})
+    return load_backend(ModelSpec("openai", "test-model"), base_url=server.url, **{**FAST, **options})
 
 
 def expected(request: Request) -> str:
@@ -241,4 +240,4 @@ def test_no_key_is_sent_without_one(server, tiny_dataset, monkeypatch):
 )
 def test_bad_options_are_refused(options, message):
     with pytest.raises(AudioICLError, match=message):
-        load_backend("openai:m", **options)
+        load_backend(ModelSpec("openai", "m"), **options)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from audioicl import AudioICLError
 from audioicl.analysis.compare import (
     MEAN_TASK,
     adjust,
@@ -16,7 +17,6 @@ from audioicl.analysis.compare import (
     randomization_p,
     read_per_example,
 )
-from audioicl.errors import AudioICLError
 
 
 def test_mcnemar_exact_is_the_two_sided_binomial_test_of_the_discordant_pairs():

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audioicl.backends import load_backend
+from audioicl import Episode, judge, read_meta
+from audioicl.backends import ModelSpec, load_backend
 from audioicl.backends.perceiving import (
     ANOMALOUS,
     NORMAL,
@@ -30,12 +31,11 @@ from audioicl.backends.perceiving import (
     read_with_table,
 )
 from audioicl.backends.solvers import SOLVERS
-from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl.dataset.meta import find_meta_files
 from audioicl.prompts.build import build_chat
 from audioicl.prompts.chat import AudioPart, Chat, PromptItem
 from audioicl.prompts.clips import load_morse_bank
-from audioicl.records import Clip, Episode, Query
-from audioicl.scoring.rules import judge
+from audioicl.records import Clip, Query
 from audioicl.synth.morse import MORSE_CODE
 from audioicl.tasks import task_names
 
@@ -62,7 +62,7 @@ def _accuracy(root: Path, solver: str, bank_mode: str = "auto") -> dict[tuple[st
 
 def test_solvers_are_registered_backends():
     for name in ("oracle", "icl"):
-        backend = load_backend(f"builtin:{name}", seed=0)
+        backend = load_backend(ModelSpec("builtin", name), seed=0)
         assert backend.name == f"builtin:{name}"
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl import read_meta
+from audioicl.dataset.meta import find_meta_files
 from audioicl.dataset.sidecar import load_sidecar
 from audioicl.prompts.probes import PROBE_QUESTIONS, PROBE_SET, probe
 from audioicl.tasks import task_names

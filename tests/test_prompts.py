@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from audioicl.dataset.meta import read_meta, write_meta
-from audioicl.errors import AudioICLError
+from audioicl import AudioICLError, Episode, read_meta
+from audioicl.dataset.meta import write_meta
 from audioicl.prompts.build import build_chat, build_prompt
 from audioicl.prompts.chat import AudioPart, TextPart, render_text
 from audioicl.prompts.clips import ClipStore, load_morse_bank, pad_chats
@@ -20,7 +20,7 @@ from audioicl.prompts.sets import (
     load_prompt_set,
     system_family,
 )
-from audioicl.records import Clip, Demo, Episode, Query
+from audioicl.records import Clip, Demo, Query
 from audioicl.tasks import TASKS
 
 COUNT = TASKS.get("AudioCount").instruction

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from audioicl import audio
+from audioicl import audio, read_meta
 from audioicl.backends import base
-from audioicl.backends.base import Workload, load_backend
-from audioicl.dataset.meta import read_meta
+from audioicl.backends.base import ModelSpec, Workload, load_backend
 from audioicl.inference.runner import workload
 from audioicl.prompts.build import build_prompt
 from audioicl.prompts.clips import ClipStore, load_morse_bank
@@ -145,8 +144,8 @@ def test_workload_reaches_only_factories_that_take_it(monkeypatch):
 
     monkeypatch.setitem(base.BACKENDS._items, "takes", with_workload)
     monkeypatch.setitem(base.BACKENDS._items, "plain", without)
-    load_backend("takes:x", Workload(5, 7), seed=1)
-    load_backend("plain:x", Workload(5, 7), seed=1)
+    load_backend(ModelSpec("takes", "x"), Workload(5, 7), seed=1)
+    load_backend(ModelSpec("plain", "x"), Workload(5, 7), seed=1)
     assert seen == {"with": Workload(5, 7), "without": {"seed": 1}}
 
 

@@ -1,4 +1,4 @@
-"""Tests of audioicl.report: chance levels, the accuracy table, example selection, the HTML page."""
+"""Tests of audioicl.analysis.report: chance levels, the accuracy table, example selection, the HTML page."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from helpers import tone
 
+from audioicl import AudioICLError
 from audioicl.analysis.report import ReportOptions, write_report
 from audioicl.analysis.report.accuracy import load_grid
 from audioicl.analysis.report.examples import interleave, read_scored, select_examples
 from audioicl.analysis.report.tables import accuracy_table, markdown_table
 from audioicl.audio import write_wav
-from audioicl.errors import AudioICLError
 from audioicl.tasks.chance import chance_level
 
 SUMMARY = """model,shots,task,accuracy,n\r
@@ -47,11 +48,6 @@ ANOMALY_PROMPT = (
     "user: Normal or anomalous?\n\n[Demo 1 Normal] <audio>\n[Demo 1 Anomalous] <audio>\n[Query] <audio>"
 )
 NASTY = "<script>alert(1)</script> 5"
-
-
-def tone(seconds: float, hz: float, sr: int = 16000) -> np.ndarray:
-    t = np.arange(int(seconds * sr)) / sr
-    return (0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
 
 
 def result_line(episode: str, task: str, response: str | None, gt: str, k: int, model: str, **extra) -> str:

@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
+from audioicl import AudioICLError, Episode, read_meta  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.backends.hf import HFBackend, HFSettings  # noqa: E402
 from audioicl.backends.reuse import (  # noqa: E402
@@ -28,13 +29,11 @@ from audioicl.backends.reuse import (  # noqa: E402
     shared_prefix,
     token_sequence,
 )
-from audioicl.dataset.meta import read_meta  # noqa: E402
-from audioicl.errors import AudioICLError  # noqa: E402
 from audioicl.inference.runner import Work, windows  # noqa: E402
 from audioicl.prompts.build import build_prompt  # noqa: E402
 from audioicl.prompts.chat import AudioPart  # noqa: E402
 from audioicl.prompts.clips import ClipStore, load_morse_bank  # noqa: E402
-from audioicl.records import Episode, Query  # noqa: E402
+from audioicl.records import Query  # noqa: E402
 
 FAMILY_NAMES = ("qwen2-audio", "qwen2.5-omni", "qwen3-omni")
 AUDIO = 99

@@ -8,17 +8,18 @@ import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from helpers import quiet
 
-from audioicl.backends import load_backend, parse_model_spec
+from audioicl import AudioICLError, read_meta
+from audioicl.backends import ModelSpec, load_backend
 from audioicl.backends.base import GenerationConfig, Request
 from audioicl.backends.solvers import demo_labels
-from audioicl.dataset.meta import read_meta
-from audioicl.errors import AudioICLError
+from audioicl.files import FileLock
 from audioicl.inference.options import RunOptions, Shard
 from audioicl.inference.results import (
-    FileLock,
     ResultsLog,
     drop_error_lines,
     iter_results,
@@ -30,27 +31,28 @@ from audioicl.prompts.build import build_chat
 from audioicl.tasks import TASKS
 
 
-def quiet(_message: str) -> None:
-    """A report callback that keeps messages for nobody."""
-
-
 def lines(path):
     return [line.data for line in iter_results(path)]
 
 
 def test_model_spec_and_file_name():
-    assert parse_model_spec("builtin:oracle").file_name == "oracle"
-    assert parse_model_spec("hf:Qwen/Qwen2-Audio-7B-Instruct").file_name == "Qwen2-Audio-7B-Instruct"
-    assert parse_model_spec("hf:/models/ckpt-7/").file_name == "ckpt-7"
+    assert ModelSpec.parse("builtin:oracle").file_name == "oracle"
+    assert ModelSpec.parse("hf:Qwen/Qwen2-Audio-7B-Instruct").file_name == "Qwen2-Audio-7B-Instruct"
+    assert ModelSpec.parse("hf:/models/ckpt-7/").file_name == "ckpt-7"
+    for text in ("builtin:oracle", "hf:/models/ckpt-7/", "openai:org/m:latest"):
+        assert str(ModelSpec.parse(text)) == text  # run records store the text as given
+    assert RunOptions(Path("d"), "builtin:icl", Path("o")).model == ModelSpec("builtin", "icl")
     for bad in ("random", ":random", "builtin:"):
         with pytest.raises(AudioICLError, match="BACKEND:NAME"):
-            parse_model_spec(bad)
+            ModelSpec.parse(bad)
+    with pytest.raises(AudioICLError, match="BACKEND:NAME"):
+        ModelSpec("builtin", "/")
     with pytest.raises(AudioICLError, match="unknown backend 'nosuch'.*builtin"):
-        load_backend("nosuch:x")
+        load_backend(ModelSpec("nosuch", "x"))
     with pytest.raises(AudioICLError, match="unknown built-in solver 'nosuch'.*random"):
-        load_backend("builtin:nosuch")
+        load_backend(ModelSpec("builtin", "nosuch"))
     with pytest.raises(AudioICLError, match="no option colour"):
-        load_backend("builtin:random", colour="red")
+        load_backend(ModelSpec("builtin", "random"), colour="red")
 
 
 def test_random_is_deterministic_and_in_label_space(tiny_dataset):
@@ -59,7 +61,12 @@ def test_random_is_deterministic_and_in_label_space(tiny_dataset):
     requests = [Request(ep.id, ep.id, ep.task, ep.k, chat) for ep, chat in zip(episodes, chats, strict=True)]
 
     def answers(seed: int, asked: list[Request]) -> list[str | None]:
-        return [r.text for r in load_backend("builtin:random", seed=seed).generate(asked, GenerationConfig())]
+        return [
+            r.text
+            for r in load_backend(ModelSpec("builtin", "random"), seed=seed).generate(
+                asked, GenerationConfig()
+            )
+        ]
 
     first = answers(0, requests)
     again = answers(0, list(reversed(requests)))
@@ -79,7 +86,7 @@ def test_random_is_deterministic_and_in_label_space(tiny_dataset):
 
 def test_majority_ties_go_to_first_shown(tiny_dataset):
     episodes = read_meta(tiny_dataset / "meta" / "meta_k3.jsonl")
-    majority = load_backend("builtin:majority")
+    majority = load_backend(ModelSpec("builtin", "majority"))
     for ep in episodes:
         chat = build_chat(ep, tiny_dataset)
         (response,) = majority.generate([Request(ep.id, ep.id, ep.task, ep.k, chat)], GenerationConfig())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from audioicl.errors import AudioICLError
+from audioicl import AudioICLError
 from audioicl.scoring.rules import INT_TASKS, judge, last_int
 from audioicl.scoring.score import (
     ResultFile,

@@ -6,18 +6,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import tone
 
+from audioicl import AudioICLError, BuildOptions, build, read_meta
 from audioicl.audio import SAMPLE_RATE, load, write_wav
-from audioicl.dataset.build import BuildOptions, build
-from audioicl.dataset.meta import read_meta
-from audioicl.errors import AudioICLError
 from audioicl.sources.banks import parse_sources
 
 
-def tone(seconds: float, hz: float, seed: int) -> np.ndarray:
-    t = np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE
-    noise = np.random.default_rng(seed).standard_normal(t.size) * 0.01
-    return (0.5 * np.sin(2 * np.pi * hz * t) * np.exp(-3 * t) + noise).astype(np.float32)
+def plucked(seconds: float, hz: float, seed: int) -> np.ndarray:
+    """A decaying tone with a little noise of its own (``seed``): a stand-in for a recorded sound."""
+    return tone(seconds, hz, amplitude=0.5, decay=3.0, noise_seed=seed)
 
 
 @pytest.fixture(scope="module")
@@ -25,17 +23,17 @@ def corpora(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("corpora")
     one_shots = root / "one_shot_percussive_sounds"
     for i, (family, name) in enumerate([("1", "78301"), ("1", "26056"), ("5", "425266"), ("5", "143883")]):
-        write_wav(one_shots / family / f"{name}.wav", tone(0.2 + 0.05 * i, 300 + 100 * i, i))
+        write_wav(one_shots / family / f"{name}.wav", plucked(0.2 + 0.05 * i, 300 + 100 * i, i))
     digits = root / "fsdd"
     for d in range(10):
         for take in range(2):
             write_wav(
                 digits / f"{d}_jackson_{take}.wav",
-                np.concatenate([np.zeros(800), tone(0.3, 200 + 40 * d, d)]),
+                np.concatenate([np.zeros(800), plucked(0.3, 200 + 40 * d, d)]),
             )
-    write_wav(digits / "3_theo_0.wav", tone(0.3, 500, 0))  # incomplete speaker: ignored
+    write_wav(digits / "3_theo_0.wav", plucked(0.3, 500, 0))  # incomplete speaker: ignored
     backgrounds = root / "esc50"
-    write_wav(backgrounds / "1-100032-A-0.wav", tone(5.0, 120, 1) + 0.05)
+    write_wav(backgrounds / "1-100032-A-0.wav", plucked(5.0, 120, 1) + 0.05)
     write_wav(
         backgrounds / "1-17367-A-10.wav", np.random.default_rng(2).standard_normal(5 * SAMPLE_RATE) * 0.1
     )
@@ -44,10 +42,11 @@ def corpora(tmp_path_factory) -> dict[str, Path]:
     for j in range(4):
         write_wav(
             machines / "fan/train" / f"section_00_source_train_normal_{j:04d}_noAttribute.wav",
-            tone(10, 90, j),
+            plucked(10, 90, j),
         )
         write_wav(
-            machines / "fan/test" / f"section_00_source_test_anomaly_{j:04d}_noAttribute.wav", tone(10, 95, j)
+            machines / "fan/test" / f"section_00_source_test_anomaly_{j:04d}_noAttribute.wav",
+            plucked(10, 95, j),
         )
     (machines / "notes").mkdir()
     return {"one-shots": one_shots, "digits": digits, "backgrounds": backgrounds, "machines": machines}

@@ -9,20 +9,14 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from helpers import quiet
 
-from audioicl.dataset.meta import find_meta_files, read_meta, write_meta
-from audioicl.errors import AudioICLError
-from audioicl.inference.options import RunOptions
+from audioicl import AudioICLError, RunOptions, judge, read_meta, run
+from audioicl.dataset.meta import find_meta_files, write_meta
 from audioicl.inference.results import iter_results
-from audioicl.inference.runner import run
-from audioicl.scoring.rules import judge
 
 EPISODES = 3
 RULE_FROM_LABELS = ("AudioCount", "AudioCountHard", "AudioLength", "AudioLengthHard", "AudioOperatorHard")
-
-
-def quiet(_message: str) -> None:
-    """Messages for nobody."""
 
 
 @pytest.fixture(scope="module")

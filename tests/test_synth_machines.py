@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from audioicl.errors import AudioICLError
+from audioicl import AudioICLError
 from audioicl.seeding import rng_for
 from audioicl.synth.dsp import rms
 from audioicl.synth.machines import ANOMALY_KINDS, MACHINE_TYPES, MachineUnit, machine_clip, machine_unit

@@ -3,7 +3,7 @@ import multiprocessing
 import numpy as np
 import pytest
 
-from audioicl.errors import AudioICLError
+from audioicl import AudioICLError
 from audioicl.synth import speech
 from audioicl.synth.dsp import frame_rms, rms
 from audioicl.synth.speech import VOICES, Voice, speak, speak_digit

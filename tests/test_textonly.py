@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audioicl.backends import load_backend
+from audioicl import Episode, read_meta
+from audioicl.backends import ModelSpec, load_backend
 from audioicl.backends.base import GenerationConfig, Request
 from audioicl.backends.textonly import (
     COMMON_WORDS,
@@ -18,11 +19,10 @@ from audioicl.backends.textonly import (
     text_only_answer,
     weights_for,
 )
-from audioicl.dataset.meta import read_meta
 from audioicl.prompts.build import build_chat, build_prompt
 from audioicl.prompts.chat import AudioPart, Chat, PromptItem
 from audioicl.prompts.clips import SilentClips
-from audioicl.records import Clip, Demo, Episode, Query
+from audioicl.records import Clip, Demo, Query
 from audioicl.tasks.remap import PATTERNS
 
 
@@ -130,7 +130,7 @@ def test_answers_do_not_depend_on_audio(tiny_dataset: Path):
 def test_backend_answers_each_chat_the_same_whatever_the_batch(tiny_dataset: Path):
     chats = [build_chat(ep, tiny_dataset) for ep in read_meta(tiny_dataset / "meta" / "meta_k2.jsonl")]
     requests = [Request(f"e{i}@k2", f"e{i}", chat.task, 2, chat) for i, chat in enumerate(chats)]
-    backend = load_backend("builtin:text-only", seed=3)
+    backend = load_backend(ModelSpec("builtin", "text-only"), seed=3)
     forward = [r.text for r in backend.generate(requests, GenerationConfig())]
     backward = [r.text for r in backend.generate(requests[::-1], GenerationConfig())][::-1]
     assert forward == backward and backend.name == "builtin:text-only"

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
+from audioicl import AudioICLError
 from audioicl.audio import SAMPLE_RATE
 from audioicl.dataset.sidecar import dumps_sidecar, load_sidecar, write_sidecar
-from audioicl.errors import AudioICLError
 from audioicl.perception.transcribe import Heard, perceive
 from audioicl.synth.morse import MorseStyle, key_text
 from audioicl.tasks.transcripts import (

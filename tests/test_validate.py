@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from audioicl import AudioICLError, Episode
 from audioicl.audio import write_wav
 from audioicl.dataset.meta import dumps_episode, write_meta
 from audioicl.dataset.validate import (
@@ -31,8 +32,7 @@ from audioicl.dataset.validate import (
     format_report,
     validate,
 )
-from audioicl.errors import AudioICLError
-from audioicl.records import Clip, Demo, Episode, Query
+from audioicl.records import Clip, Demo, Query
 
 # --------------------------------------------------------------------------- a small clean dataset
 

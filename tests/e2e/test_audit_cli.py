@@ -5,24 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
+import cli
 import pytest
 from reference_data import REFERENCE
 
 SMALL = ["--episodes", "24", "--k", "1,5", "--seed", "3", "--workers", "2", "--quiet"]
 
 
-def audioicl(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "audioicl", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-    )
+audioicl = partial(cli.audioicl, timeout=600)
 
 
 def rows(report: dict, task: str) -> dict[int, dict]:

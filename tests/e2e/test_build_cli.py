@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from functools import partial
 
+import cli
 import pytest
 
 SMALL = ["--tasks", "AudioCount,MorseCode,AnomalyDetect", "--episodes", "2", "--k", "1-2", "--seed", "5"]
 
 
-def audioicl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "audioicl", *args], capture_output=True, text=True, timeout=300
-    )
+audioicl = partial(cli.audioicl, timeout=300)
 
 
 @pytest.fixture(scope="module")

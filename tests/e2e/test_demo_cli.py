@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from pathlib import Path
+
+import cli
 
 
 def test_demo_builds_runs_scores_and_reports(tmp_path: Path):
     out = tmp_path / "demo"
-    args = [
-        sys.executable,
-        "-m",
-        "audioicl",
-        "demo",
-        "--out",
-        str(out),
-        "--episodes",
-        "2",
-        "--k",
-        "1,3",
-        "--workers",
-        "1",
-    ]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    args = ["demo", "--out", out, "--episodes", "2", "--k", "1,3", "--workers", "1"]
+    done = cli.audioicl(*args, timeout=600)
     assert done.returncode == 0, done.stderr
     assert f"report: {out / 'report' / 'report.html'}" in done.stdout
     assert "mean accuracy over tasks" in done.stdout
@@ -43,7 +30,7 @@ def test_demo_builds_runs_scores_and_reports(tmp_path: Path):
     assert "text-only floor" in (out / "report" / "report.md").read_text(encoding="utf-8")
 
     # A second run resumes: nothing is built or answered twice, and the numbers are the same.
-    again = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    again = cli.audioicl(*args, timeout=600)
     assert again.returncode == 0, again.stderr
     with (out / "scores" / "summary.csv").open(newline="") as handle:
         assert list(csv.DictReader(handle)) == rows

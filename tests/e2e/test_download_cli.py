@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import cli
 import pytest
 from hub_server import original_release, tone_wav
 from reference_data import REFERENCE
@@ -47,14 +48,8 @@ def environment(endpoint: str, tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def audioicl(env: dict[str, str], *args: object) -> list[str]:
-    return [sys.executable, "-m", "audioicl", *map(str, args)]
-
-
-def cli(env: dict[str, str], *args: object, rc: int = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run(audioicl(env, *args), env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
-    assert proc.returncode == rc, proc.stdout + proc.stderr
-    return proc
+def audioicl(env: dict[str, str], *args: object, rc: int = 0) -> subprocess.CompletedProcess:
+    return cli.audioicl(*args, env=env, rc=rc, timeout=HANG_GUARD_S)
 
 
 def same_files(root: Path, files: dict[str, bytes]) -> bool:
@@ -67,7 +62,7 @@ def test_download_then_validate_clean_then_run(hub, tmp_path, release):
     files = hub.commits[sha]
     env = environment(hub.hub_url, tmp_path)
     out = tmp_path / "orig"
-    proc = cli(env, "download", "--out", out)
+    proc = audioicl(env, "download", "--out", out)
     assert f"{REPO} revision main = commit {sha}: {len(files)} files" in proc.stdout
     assert f"({len(files)} fetched now, 0 already there)" in proc.stdout
     assert "no problems found" in proc.stdout and re.search(r"AudioRemap +nested: no", proc.stdout)
@@ -75,15 +70,15 @@ def test_download_then_validate_clean_then_run(hub, tmp_path, release):
     source = json.loads((out / "download.json").read_text())
     assert (source["repo"], source["revision"], source["commit"]) == (REPO, "main", sha)
     assert source["complete"] is True and source["endpoint"] == hub.hub_url and source["files"] == len(files)
-    assert "no problems found" in cli(env, "validate", out).stdout
+    assert "no problems found" in audioicl(env, "validate", out).stdout
 
     mark = hub.mark()
-    again = cli(env, "download", "--out", out, "--no-validate")
+    again = audioicl(env, "download", "--out", out, "--no-validate")
     assert f"(0 fetched now, {len(files)} already there)" in again.stdout
     assert hub.fetched(since=mark) == []
 
     results = tmp_path / "results"
-    cli(env, "run", "--data", out, "--model", "builtin:random", "--out", results)
+    audioicl(env, "run", "--data", out, "--model", "builtin:random", "--out", results)
     record = json.loads((results / "random_run.json").read_text())
     assert record["dataset_source"] == {"repo": REPO, "commit": sha}
     lines = [json.loads(x) for x in (results / "random_results_k5.jsonl").read_text().splitlines()]
@@ -92,7 +87,7 @@ def test_download_then_validate_clean_then_run(hub, tmp_path, release):
 
 def test_list_prints_files_and_sizes_and_fetches_nothing(hub, tmp_path, release):
     sha = hub.commit(release)
-    proc = cli(environment(hub.hub_url, tmp_path), "download", "--list")
+    proc = audioicl(environment(hub.hub_url, tmp_path), "download", "--list")
     *rows, last = proc.stdout.splitlines()
     listed = {path: int(size.replace(",", "")) for size, path in (row.split() for row in rows)}
     assert listed == {path: len(data) for path, data in hub.commits[sha].items()}
@@ -109,26 +104,26 @@ def test_revision_pins_a_commit(hub, tmp_path, release):
     new = hub.commit({**release, "README.md": b"# fixed\n", "data/extra/new.wav": tone_wav("new")})
     env = environment(hub.hub_url, tmp_path)
     pinned = tmp_path / "v1"
-    proc = cli(env, "download", "--out", pinned, "--revision", "v1.0", "--no-validate")
+    proc = audioicl(env, "download", "--out", pinned, "--revision", "v1.0", "--no-validate")
     assert f"revision v1.0 = commit {old}" in proc.stdout
     assert same_files(pinned, hub.commits[old]) and not (pinned / "data/extra/new.wav").exists()
     assert json.loads((pinned / "download.json").read_text())["commit"] == old
 
-    by_hash = cli(env, "download", "--list", "--revision", old)
+    by_hash = audioicl(env, "download", "--list", "--revision", old)
     assert by_hash.stdout.splitlines()[-1].startswith(f"{REPO} revision {old} = commit {old}: ")
 
     # main moved on: downloading it into the folder that holds v1.0 is refused, never mixed
-    refused = cli(env, "download", "--out", pinned, rc=2)
+    refused = audioicl(env, "download", "--out", pinned, rc=2)
     assert len(refused.stderr.splitlines()) == 1
     assert (
         f"holds {REPO} at commit {old}" in refused.stderr
         and f"revision main is commit {new}" in refused.stderr
     )
-    unknown = cli(env, "download", "--out", tmp_path / "x", "--revision", "v9", rc=2)
+    unknown = audioicl(env, "download", "--out", tmp_path / "x", "--revision", "v9", rc=2)
     assert f"revision 'v9' not found in {REPO}" in unknown.stderr and not (tmp_path / "x").exists()
 
     results = tmp_path / "results"
-    cli(env, "run", "--data", pinned, "--model", "builtin:majority", "--out", results, "--k", "1")
+    audioicl(env, "run", "--data", pinned, "--model", "builtin:majority", "--out", results, "--k", "1")
     assert json.loads((results / "majority_run.json").read_text())["dataset_source"]["commit"] == old
 
 
@@ -138,7 +133,7 @@ def test_interrupted_download_resumes_and_fetches_only_what_is_missing(hub, tmp_
     env = environment(hub.hub_url, tmp_path)
     out = tmp_path / "orig"
     hub.stall_after = 40  # the CDN holds every answer after the 40th: the download is killed mid-way
-    proc = subprocess.Popen(audioicl(env, "download", "--out", out, "--workers", "4"), env=env)
+    proc = subprocess.Popen(cli.command("download", "--out", out, "--workers", "4"), env=env)
     deadline = time.monotonic() + HANG_GUARD_S
     while len(hub.requests("cdn", "GET")) <= hub.stall_after and proc.poll() is None:
         assert time.monotonic() < deadline, "the download never reached the held answers"
@@ -155,7 +150,7 @@ def test_interrupted_download_resumes_and_fetches_only_what_is_missing(hub, tmp_
     missing = set(files) - complete
     assert len(complete) > len(files) // 5 and missing  # about 40 arrived before the kill
     mark = hub.mark()
-    again = cli(env, "download", "--out", out)
+    again = audioicl(env, "download", "--out", out)
     assert f"({len(missing)} fetched now, {len(complete)} already there)" in again.stdout
     assert set(hub.fetched(since=mark)) == missing
     assert same_files(out, files) and "no problems found" in again.stdout
@@ -168,12 +163,12 @@ def test_a_file_the_cdn_refuses_stops_the_download_in_one_line_and_a_rerun_compl
     hub.fail_once[victim] = 503
     env = environment(hub.hub_url, tmp_path)
     out = tmp_path / "orig"
-    failed = cli(env, "download", "--out", out, rc=2)
+    failed = audioicl(env, "download", "--out", out, rc=2)
     assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
     assert re.search(r"error: download stopped with \d+ of \d+ files missing: HTTP 503 from ", failed.stderr)
     assert failed.stderr.rstrip().endswith("rerun the same command to resume")
     assert not (out / victim).exists()
-    cli(env, "download", "--out", out, "--no-validate")
+    audioicl(env, "download", "--out", out, "--no-validate")
     assert same_files(out, hub.commits[sha])
 
 
@@ -183,7 +178,7 @@ def test_connection_dropped_mid_file_is_resumed_with_a_range_request(hub, tmp_pa
     data = hub.commits[sha][big]
     hub.drop_once[big] = len(data) - 65536  # the connection closes 64 KiB before the end
     out = tmp_path / "orig"
-    cli(environment(hub.hub_url, tmp_path), "download", "--out", out, "--no-validate")
+    audioicl(environment(hub.hub_url, tmp_path), "download", "--out", out, "--no-validate")
     assert [r.range for r in hub.requests("cdn", "GET") if r.path == big] == [None, f"bytes={10 * 2**20}-"]
     assert (out / big).read_bytes() == data and same_files(out, hub.commits[sha])
 
@@ -215,7 +210,9 @@ def test_missing_files_are_reported_per_task_and_k_and_become_error_lines(hub, t
     hub.commit({p: d for p, d in release.items() if p not in omitted})
     env = environment(hub.hub_url, tmp_path)
     out = tmp_path / "orig"
-    proc = cli(env, "download", "--out", out)  # the snapshot arrived whole: exit 0, the report says the rest
+    proc = audioicl(
+        env, "download", "--out", out
+    )  # the snapshot arrived whole: exit 0, the report says the rest
     expected = _lost(out / "meta", omitted)
     assert {task for task, _ in expected} == {"AudioRemap", "AnomalyDetect"}
     table = proc.stdout.split("by task and k:\n")[1].split("\n\n")[0].splitlines()
@@ -227,10 +224,10 @@ def test_missing_files_are_reported_per_task_and_k_and_become_error_lines(hub, t
         )
     ]
     assert f"{len(omitted)} missing audio" in proc.stdout
-    assert cli(env, "validate", out, rc=1).returncode == 1
+    assert audioicl(env, "validate", out, rc=1).returncode == 1
 
     results = tmp_path / "results"
-    run = cli(env, "run", "--data", out, "--model", "builtin:random", "--out", results, rc=1)
+    run = audioicl(env, "run", "--data", out, "--model", "builtin:random", "--out", results, rc=1)
     for k in range(1, 6):
         lines = [json.loads(x) for x in (results / f"random_results_k{k}.jsonl").read_text().splitlines()]
         assert len(lines) == 18  # every episode has its line: none dropped
@@ -242,7 +239,7 @@ def test_missing_files_are_reported_per_task_and_k_and_become_error_lines(hub, t
             named = re.search(r"/(data/\S+\.wav) AudioICL\d+: audio file not found$", line["error"])
             assert named and named[1] in omitted and line["response"] is None
 
-    score = cli(env, "score", "--in", results, "--out", tmp_path / "scores" / "summary.csv")
+    score = audioicl(env, "score", "--in", results, "--out", tmp_path / "scores" / "summary.csv")
     assert (tmp_path / "scores" / "summary.csv").read_bytes().startswith(b"model,shots,task,accuracy,n\r\n")
     detail = (tmp_path / "scores" / "summary_detail.csv").read_text().splitlines()
     assert detail[0].split(",")[7] == "errors"
@@ -260,7 +257,7 @@ def test_no_network_is_one_line_and_creates_nothing(tmp_path):
     env = environment(f"http://127.0.0.1:{port}", tmp_path)
     out = tmp_path / "orig"
     for args in (("--out", out), ("--list",)):
-        proc = cli(env, "download", *args, rc=2)
+        proc = audioicl(env, "download", *args, rc=2)
         assert len(proc.stderr.splitlines()) == 1, proc.stderr
         assert proc.stderr.startswith(
             f"audioicl download: error: cannot reach the hub at http://127.0.0.1:{port}: "
@@ -273,9 +270,9 @@ def test_private_repo_needs_hf_token(hub, tmp_path, release):
     hub.commit(release)
     hub.token = "hf_test_token"
     env = environment(hub.hub_url, tmp_path)
-    denied = cli(env, "download", "--out", tmp_path / "a", rc=2)
+    denied = audioicl(env, "download", "--out", tmp_path / "a", rc=2)
     assert len(denied.stderr.splitlines()) == 1 and "HF_TOKEN" in denied.stderr
-    cli({**env, "HF_TOKEN": "hf_test_token"}, "download", "--out", tmp_path / "b", "--no-validate")
+    audioicl({**env, "HF_TOKEN": "hf_test_token"}, "download", "--out", tmp_path / "b", "--no-validate")
     assert (tmp_path / "b" / "meta" / "meta_k1.jsonl").is_file()
     assert all(r.authorization is None for r in hub.requests("cdn"))  # the token never leaves the hub
 
@@ -291,6 +288,6 @@ def test_files_in_the_hub_cache_are_copied_not_fetched(hub, tmp_path, release):
     )
     mark = hub.mark()
     out = tmp_path / "orig"
-    cli(env, "download", "--out", out, "--no-validate")
+    audioicl(env, "download", "--out", out, "--no-validate")
     assert hub.fetched(since=mark) == []
     assert same_files(out, hub.commits[sha])

@@ -13,15 +13,16 @@ import io
 import json
 import os
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
+import cli
 import pytest
 import test_label_truth as truth
 from corpus_server import CorpusServer, closed_port_url, make_archives, registry_for, url_path
 
-from audioicl.dataset.meta import find_meta_files, read_meta
+from audioicl import read_meta
+from audioicl.dataset.meta import find_meta_files
 from audioicl.sources.corpora import REGISTRY_FILE
 
 HANG_GUARD_S = 300  # only stops a hung test; nothing is timed
@@ -57,22 +58,15 @@ def environment(base_url: str) -> dict[str, str]:
     return env
 
 
-def cli(env: dict[str, str], *args: object, rc: int = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "audioicl", *map(str, args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-    )
-    assert proc.returncode == rc, proc.stdout + proc.stderr
+def audioicl(env: dict[str, str], *args: object, rc: int = 0) -> subprocess.CompletedProcess:
+    proc = cli.audioicl(*args, env=env, rc=rc, timeout=HANG_GUARD_S)
     if rc:
         assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
     return proc
 
 
 def fetch(env, out: Path, registry: Path, *args: object, rc: int = 0) -> subprocess.CompletedProcess:
-    return cli(env, "fetch-sources", "--out", out, "--registry", registry, "--quiet", *args, rc=rc)
+    return audioicl(env, "fetch-sources", "--out", out, "--registry", registry, "--quiet", *args, rc=rc)
 
 
 def sha256(data: bytes) -> str:
@@ -118,10 +112,12 @@ def test_fetch_then_build_validates_and_its_labels_are_true(server, registry, ar
     assert again.stdout.count("(already there)") == 4 and server.fetched(mark) == []
 
     real = tmp_path / "real"
-    built = cli(env, "build", "--sources", corpora, "--out", real, "--episodes", EPISODES, "--workers", "2")
+    built = audioicl(
+        env, "build", "--sources", corpora, "--out", real, "--episodes", EPISODES, "--workers", "2"
+    )
     for corpus in REGISTRY["corpora"]:
         assert f"{corpus['kind']}: {corpus['title']} (licence: {corpus['licence']})" in built.stdout
-    assert "no problems found" in cli(env, "validate", real).stdout
+    assert "no problems found" in audioicl(env, "validate", real).stdout
 
     card = (real / "README.md").read_text()
     manifest = json.loads((real / "manifest.json").read_text())
@@ -254,7 +250,7 @@ def test_only_fetches_the_kinds_asked_for(server, registry, tmp_path):
     assert "--only: unknown 'voices' (kinds: one-shots, digits, backgrounds, machines;" in unknown.stderr
 
     real = tmp_path / "real"
-    cli(
+    audioicl(
         env,
         "build",
         "--sources",

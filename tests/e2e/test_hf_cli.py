@@ -6,10 +6,10 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
+import cli
 import pytest
 
 pytest.importorskip("torch")
@@ -25,12 +25,7 @@ REAL_NAMES = {
 TASKS = 9
 
 
-def audioicl(*args: object) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "audioicl", *map(str, args)], capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
-    return proc
+audioicl = partial(cli.audioicl, timeout=900, rc=0)
 
 
 @pytest.fixture(scope="module")

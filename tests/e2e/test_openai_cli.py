@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
+from functools import partial
 
+import cli
 import pytest
+from helpers import read_jsonl
 
 pytest.importorskip("httpx")
 
@@ -21,18 +21,7 @@ TASKS = 4  # the tiny dataset's task shapes
 PER_TASK = 3
 
 
-def audioicl(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "audioicl", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def lines(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+audioicl = partial(cli.audioicl, timeout=300)
 
 
 def test_faults_lose_nothing_and_retry_errors_completes(tiny_dataset, tmp_path):
@@ -52,28 +41,28 @@ def test_faults_lose_nothing_and_retry_errors_completes(tiny_dataset, tmp_path):
         "-o", "api_key_env=AUDIO_KEY",
     ]  # fmt: skip
     try:
-        first = audioicl(*common, env={"AUDIO_KEY": KEY})
+        first = audioicl(*common, env={**os.environ, "AUDIO_KEY": KEY})
         bad = {e.digest for e in server.log if e.action == "bad_json"}
         assert bad, "no request drew the invalid-JSON fault"
         assert first.returncode == 1, first.stderr
         for k in (1, 2, 3):
-            got = lines(out / f"gpt-audio-test_results_k{k}.jsonl")
+            got = read_jsonl(out / f"gpt-audio-test_results_k{k}.jsonl")
             assert len(got) == len({x["id"] for x in got}) == TASKS * PER_TASK
             errors = [x for x in got if x["status"] == "error"]
             assert all(x["error"].startswith("malformed response (not JSON)") for x in errors)
             assert all(x["response"].startswith("answer ") for x in got if x["status"] == "ok")
         n_errors = sum(
-            1 for k in (1, 2, 3) for x in lines(out / f"gpt-audio-test_results_k{k}.jsonl") if x["error"]
+            1 for k in (1, 2, 3) for x in read_jsonl(out / f"gpt-audio-test_results_k{k}.jsonl") if x["error"]
         )
         assert f"{n_errors} episode(s) ended in an error line" in first.stdout
 
         asked_first = len(server.log)
-        second = audioicl(*common, "--retry-errors", env={"AUDIO_KEY": KEY})
+        second = audioicl(*common, "--retry-errors", env={**os.environ, "AUDIO_KEY": KEY})
         assert second.returncode == 0, second.stderr + second.stdout
     finally:
         server.stop()
     for k in (1, 2, 3):
-        got = lines(out / f"gpt-audio-test_results_k{k}.jsonl")
+        got = read_jsonl(out / f"gpt-audio-test_results_k{k}.jsonl")
         assert len(got) == len({x["id"] for x in got}) == TASKS * PER_TASK
         assert {x["status"] for x in got} == {"ok"}
     # every request ended answered; the bad ones were asked again by the second run only
@@ -133,7 +122,7 @@ def test_a_run_resumes_with_other_concurrency_and_timeouts_but_not_another_serve
         server.stop()
     assert elsewhere.returncode == 2 and "base_url" in elsewhere.stderr
     for k in (1, 2, 3):
-        ids = [line["id"] for line in lines(out / f"m_results_k{k}.jsonl")]
+        ids = [line["id"] for line in read_jsonl(out / f"m_results_k{k}.jsonl")]
         assert len(ids) == len(set(ids)) == TASKS * PER_TASK
     record = json.loads((out / "m_run.json").read_text())
     assert [run["backend_options"] for run in record["runs"]] == [

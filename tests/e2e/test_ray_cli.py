@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
+import cli
 import pytest
 
 pytest.importorskip("ray")
@@ -17,17 +17,9 @@ pytest.importorskip("ray")
 MODEL = "builtin:icl"
 
 
-def audioicl(*args: object) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}  # a local cluster
-    proc = subprocess.run(
-        [sys.executable, "-m", "audioicl", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
-    return proc
+# without RAY_ADDRESS, ray starts a local cluster of its own
+LOCAL_CLUSTER = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
+audioicl = partial(cli.audioicl, timeout=600, env=LOCAL_CLUSTER, rc=0)
 
 
 def results(folder: Path, k: int) -> list[dict]:
@@ -76,11 +68,9 @@ def test_ray_run_equals_a_single_run(tiny_dataset, tmp_path):
 def test_ray_refuses_an_out_holding_a_plain_run(tiny_dataset, tmp_path):
     out = tmp_path / "results"
     audioicl("run", "--data", tiny_dataset, "--model", "builtin:random", "--out", out, "--k", 1)
-    env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "audioicl", "run", "--data", str(tiny_dataset), "--model", "builtin:random",
-         "--out", str(out), "--k", "1", "--ray", "--ray-shards", "1"],
-        capture_output=True, text=True, timeout=600, env=env,
+    proc = audioicl(
+        "run", "--data", tiny_dataset, "--model", "builtin:random", "--out", out, "--k", "1", "--ray",
+        "--ray-shards", "1", rc=None,
     )  # fmt: skip
     assert proc.returncode == 2 and "not a merge of the --ray shards" in proc.stderr
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
+from functools import partial
 from html.parser import HTMLParser
 from pathlib import Path
 
+import cli
 import numpy as np
 import pytest
 from matplotlib.image import imread
@@ -19,10 +20,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CLIPS = ("data/audiolength/easy/3_0.wav", "data/audiolength/easy/5_0.wav")
 
 
-def audioicl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "audioicl", *args], capture_output=True, text=True, timeout=300
-    )
+audioicl = partial(cli.audioicl, timeout=300)
 
 
 def write_run(root: Path) -> tuple[Path, Path, Path]:

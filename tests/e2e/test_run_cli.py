@@ -7,28 +7,20 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
+from functools import partial
 from pathlib import Path
 
+import cli
 import pytest
+from helpers import read_jsonl
 
-from audioicl.dataset.meta import read_meta
+from audioicl import read_meta
 
 TIMING = ("seconds",)
 
 
-def cli(*args: object, check_rc: int | None = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "audioicl", *map(str, args)], capture_output=True, text=True, timeout=120
-    )
-    if check_rc is not None:
-        assert proc.returncode == check_rc, proc.stderr + proc.stdout
-    return proc
-
-
-def rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+audioicl = partial(cli.audioicl, timeout=120, rc=0)
 
 
 def without_timing(lines: list[dict]) -> list[dict]:
@@ -36,7 +28,7 @@ def without_timing(lines: list[dict]) -> list[dict]:
 
 
 def results_of(folder: Path) -> dict[str, list[dict]]:
-    return {p.name: without_timing(rows(p)) for p in sorted(folder.glob("*_results_k*.jsonl"))}
+    return {p.name: without_timing(read_jsonl(p)) for p in sorted(folder.glob("*_results_k*.jsonl"))}
 
 
 @pytest.fixture
@@ -46,7 +38,7 @@ def dataset(fresh_dataset) -> Path:
 
 def test_run_all_ks_and_summary(dataset, tmp_path):
     out = tmp_path / "out"
-    proc = cli("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--batch-size", 5)
+    proc = audioicl("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--batch-size", 5)
     assert "k=1: 12 written (0 errors), 0 skipped" in proc.stdout
     assert "k=2: 12 written (0 errors), 0 skipped" in proc.stdout
     assert sorted(p.name for p in out.iterdir()) == [
@@ -55,11 +47,11 @@ def test_run_all_ks_and_summary(dataset, tmp_path):
         "random_run.json",
     ]
     for k in (1, 2):
-        lines = rows(out / f"random_results_k{k}.jsonl")
+        lines = read_jsonl(out / f"random_results_k{k}.jsonl")
         assert [line["id"] for line in lines] == [
             ep.id for ep in read_meta(dataset / "meta" / f"meta_k{k}.jsonl")
         ]
-    again = cli("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1")
+    again = audioicl("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1")
     assert "k=1: 0 written (0 errors), 12 skipped as already done" in again.stdout
 
 
@@ -96,7 +88,7 @@ def test_resume_after_sigkill(dataset, tmp_path):
         1,
     ]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "audioicl", *map(str, args)],
+        cli.command(*args),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -114,16 +106,16 @@ def test_resume_after_sigkill(dataset, tmp_path):
 
     fifo.unlink()
     fifo.write_bytes(real_bytes)
-    resumed = cli(*args)
+    resumed = audioicl(*args)
     assert "took over the stale lock" in resumed.stderr
     assert "cut a half-written last line" in resumed.stderr
     assert "k=1: 4 written (0 errors), 8 skipped as already done" in resumed.stdout
     assert not (out / "random_results_k1.jsonl.lock").exists()
 
     fresh = tmp_path / "fresh"
-    cli("run", "--data", dataset, "--model", "builtin:random", "--out", fresh, "--batch-size", 1)
+    audioicl("run", "--data", dataset, "--model", "builtin:random", "--out", fresh, "--batch-size", 1)
     assert results_of(out) == results_of(fresh)
-    ids = [line["id"] for line in rows(results)]
+    ids = [line["id"] for line in read_jsonl(results)]
     assert ids == [ep.id for ep in episodes]
 
 
@@ -132,7 +124,7 @@ def test_second_writer_is_refused(dataset, tmp_path):
     out.mkdir()
     lock = out / "random_results_k1.jsonl.lock"
     lock.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
-    proc = cli("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1", check_rc=2)
+    proc = audioicl("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1", rc=2)
     assert f"being written by process {os.getpid()}" in proc.stderr
     assert not (out / "random_results_k1.jsonl").exists()
     assert lock.exists()
@@ -147,7 +139,7 @@ def test_shards_merge_to_a_single_run(dataset, tmp_path):
     ]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "audioicl", *map(str, job)],
+            cli.command(*job),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
@@ -157,16 +149,16 @@ def test_shards_merge_to_a_single_run(dataset, tmp_path):
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err.decode()
     shards = [sharded / f"shard-{i}-of-3" for i in (1, 2, 3)]
-    sizes = [len(rows(s / "majority_results_k1.jsonl")) for s in shards]
+    sizes = [len(read_jsonl(s / "majority_results_k1.jsonl")) for s in shards]
     assert sum(sizes) == 12 and all(sizes)
 
     merged = tmp_path / "merged"
-    proc = cli("merge", *shards, "--out", merged, "--data", dataset)
+    proc = audioicl("merge", *shards, "--out", merged, "--data", dataset)
     assert "majority_results_k1.jsonl: 12 lines from 3 folder(s)" in proc.stdout
     assert results_of(merged) == results_of(single)
     assert json.loads((merged / "majority_run.json").read_text())["shard"] is None
     # merging again would clobber the merged files (the other refusals: tests/test_runner.py)
-    assert "merge into an empty folder" in cli("merge", *shards, "--out", merged, check_rc=2).stderr
+    assert "merge into an empty folder" in audioicl("merge", *shards, "--out", merged, rc=2).stderr
 
 
 def test_unreadable_audio_is_an_error_line(dataset, tmp_path):
@@ -174,16 +166,16 @@ def test_unreadable_audio_is_an_error_line(dataset, tmp_path):
     broken = episodes[0]
     (dataset / broken.query.target.audio_path).write_bytes(b"RIFF\x00\x00garbage")
     out = tmp_path / "out"
-    proc = cli("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1", check_rc=1)
+    proc = audioicl("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1", rc=1)
     assert "k=1: 12 written (1 errors)" in proc.stdout
-    lines = {line["id"]: line for line in rows(out / "random_results_k1.jsonl")}
+    lines = {line["id"]: line for line in read_jsonl(out / "random_results_k1.jsonl")}
     assert len(lines) == 12
     bad = lines[broken.id]
     assert bad["status"] == "error" and bad["response"] is None and bad["gt"] == broken.query.label
     assert "cannot decode audio" in bad["error"] and broken.query.target.audio_path in bad["error"]
     assert all(line["status"] == "ok" for i, line in lines.items() if i != broken.id)
     # a rerun still reports the error line it skips
-    again = cli("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1", check_rc=1)
+    again = audioicl("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1", rc=1)
     assert "1 error lines from an earlier run" in again.stdout
 
 
@@ -198,19 +190,19 @@ def test_retry_errors_runs_error_lines_again(dataset, tmp_path):
     clip.rename(saved)
     out = tmp_path / "out"
     args = ["run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1"]
-    assert f"k=1: 12 written ({n} errors)" in cli(*args, check_rc=1).stdout
+    assert f"k=1: 12 written ({n} errors)" in audioicl(*args, rc=1).stdout
     results = out / "random_results_k1.jsonl"
-    assert {line["id"] for line in rows(results) if line["status"] == "error"} == broken
+    assert {line["id"] for line in read_jsonl(results) if line["status"] == "error"} == broken
     saved.rename(clip)
-    kept = cli(*args, check_rc=1)  # the default keeps the error lines and says so
+    kept = audioicl(*args, rc=1)  # the default keeps the error lines and says so
     assert f"{n} error lines from an earlier run; --retry-errors runs them again" in kept.stdout
-    before = rows(results)
-    retried = cli(*args, "--retry-errors")
+    before = read_jsonl(results)
+    retried = audioicl(*args, "--retry-errors")
     assert (
         f"k=1: {n} written (0 errors), {12 - n} skipped as already done, {n} earlier error lines removed to retry"
         in retried.stdout
     )
-    after = rows(results)
+    after = read_jsonl(results)
     assert sorted(line["id"] for line in after) == sorted(ep.id for ep in episodes)  # no id twice
     assert [line for line in after if line["id"] not in broken] == [
         line for line in before if line["id"] not in broken
@@ -220,16 +212,18 @@ def test_retry_errors_runs_error_lines_again(dataset, tmp_path):
     record = json.loads((out / "random_run.json").read_text())
     assert [r["retry_errors"] for r in record["runs"]] == [False, False, True]
     fresh = tmp_path / "fresh"
-    cli("run", "--data", dataset, "--model", "builtin:random", "--out", fresh, "--k", "1")
+    audioicl("run", "--data", dataset, "--model", "builtin:random", "--out", fresh, "--k", "1")
     by_id = {line["id"]: line for line in without_timing(after)}
     assert [by_id[ep.id] for ep in episodes] == results_of(fresh)["random_results_k1.jsonl"]
 
 
 def test_models_share_a_folder_and_are_scored_together(dataset, tmp_path):
     out = tmp_path / "out"
-    cli("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1")
-    cli("run", "--data", dataset, "--model", "builtin:majority", "--out", out, "--style", "general")
-    cli("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "2", "--batch-size", "3")
+    audioicl("run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1")
+    audioicl("run", "--data", dataset, "--model", "builtin:majority", "--out", out, "--style", "general")
+    audioicl(
+        "run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "2", "--batch-size", "3"
+    )
     assert sorted(p.name for p in out.iterdir()) == [
         "majority_results_k1.jsonl",
         "majority_results_k2.jsonl",
@@ -239,7 +233,7 @@ def test_models_share_a_folder_and_are_scored_together(dataset, tmp_path):
         "random_run.json",
     ]
     summary = tmp_path / "summary.csv"
-    cli("score", "--in", out, "--out", summary)
+    audioicl("score", "--in", out, "--out", summary)
     table = summary.read_text(encoding="utf-8").splitlines()
     assert table[0] == "model,shots,task,accuracy,n"
     cells = {tuple(row.split(",")[:3]) for row in table[1:]}
@@ -247,8 +241,8 @@ def test_models_share_a_folder_and_are_scored_together(dataset, tmp_path):
     assert cells == {(m, k, t) for m in ("majority", "random") for k in ("1", "2") for t in tasks}
     # the same model with another prompt style is refused, naming the setting; nothing is written
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    refused = cli(
-        "run", "--data", dataset, "--model", "builtin:random", "--out", out, "--style", "general", check_rc=2
+    refused = audioicl(
+        "run", "--data", dataset, "--model", "builtin:random", "--out", out, "--style", "general", rc=2
     )
     assert "random_run.json: this folder holds results of model 'random'" in refused.stderr
     assert "style: was 'specific', now 'general'" in refused.stderr
@@ -256,7 +250,7 @@ def test_models_share_a_folder_and_are_scored_together(dataset, tmp_path):
 
 
 def test_help_documents_run_records_and_retry_errors():
-    text = " ".join(cli("run", "--help").stdout.split())
+    text = " ".join(audioicl("run", "--help").stdout.split())
     assert "<model>_run.json" in text and "several models share one folder" in text
     assert "--retry-errors" in text and "error lines" in text
 
@@ -268,18 +262,18 @@ def test_config_file_under_command_line(dataset, tmp_path):
         "style: general\nbatch_size: 2\nbackend-option: {max_clip_seconds: 100}\n",
         encoding="utf-8",
     )
-    proc = cli("run", "--config", config, "--style", "none")
+    proc = audioicl("run", "--config", config, "--style", "none")
     out = tmp_path / "results"  # relative to the config file
     assert "k=1: 6 written (0 errors)" in proc.stdout
     record = json.loads((out / "majority_run.json").read_text())
     assert record["settings"]["style"] == "none"  # the command line wins
     assert record["settings"]["backend_options"] == {"max_clip_seconds": "100"}
     assert record["runs"][-1]["batch_size"] == 2
-    assert rows(out / "majority_results_k1.jsonl")[0]["prompt"].startswith(
+    assert read_jsonl(out / "majority_results_k1.jsonl")[0]["prompt"].startswith(
         "system: You are a helpful assistant.\nuser: [Demo Audio 1]"
     )
     config.write_text("tasks: [AudioCount]\nlayout: sideways\n", encoding="utf-8")
-    bad = cli(
-        "run", "--config", config, "--data", dataset, "--model", "builtin:random", "--out", out, check_rc=2
+    bad = audioicl(
+        "run", "--config", config, "--data", dataset, "--model", "builtin:random", "--out", out, rc=2
     )
     assert f"{config}: argument --layout: invalid choice: 'sideways'" in bad.stderr

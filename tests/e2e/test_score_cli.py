@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
+import cli
 import pytest
 from reference_data import REFERENCE
 
-
-def audioicl_score(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "audioicl", "score", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+audioicl_score = partial(cli.audioicl, "score", timeout=120)
 
 
 def results_from_meta(meta: Path, out: Path, respond) -> None:

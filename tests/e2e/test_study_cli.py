@@ -5,28 +5,19 @@ side, ``compare``, and ``study`` in one command (with the built-in solvers and w
 from __future__ import annotations
 
 import csv
-import json
 import shutil
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
+import cli
 import pytest
+from helpers import read_jsonl
 
 CONTROLS = ("random-labels", "no-audio", "noise-query", "swapped-query", "transcript")
 TASKS = 9
 
 
-def audioicl(*args: object, rc: int = 0) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "audioicl", *map(str, args)], capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == rc, proc.stderr[-3000:] + proc.stdout[-2000:]
-    return proc
-
-
-def lines(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+audioicl = partial(cli.audioicl, timeout=900, rc=0)
 
 
 def summary(path: Path) -> dict[tuple[str, int, str], float]:
@@ -58,11 +49,11 @@ def test_zero_shot_controls_and_probes_side_by_side(built, tmp_path):
     again = audioicl(*run)
     assert f"k=2: 0 written (0 errors), {2 * TASKS} skipped" in again.stdout  # resumes like every run
 
-    bare = lines(out / "icl+no-audio_results_k2.jsonl")
+    bare = read_jsonl(out / "icl+no-audio_results_k2.jsonl")
     assert all("<audio>" not in x["prompt"] for x in bare) and len({x["audio_sha256"] for x in bare}) == 1
-    for line in lines(out / "icl+transcript_results_k2.jsonl"):
+    for line in read_jsonl(out / "icl+transcript_results_k2.jsonl"):
         assert "(transcript: " in line["prompt"] and "<audio>" not in line["prompt"]
-    noisy = lines(out / "icl+noise-query_results_k2.jsonl")
+    noisy = read_jsonl(out / "icl+noise-query_results_k2.jsonl")
     assert [x["audio_paths"][-1] for x in noisy] == [f"control:noise/{x['id']}" for x in noisy]
 
     scores = tmp_path / "scores" / "summary.csv"
@@ -181,7 +172,7 @@ def test_study_of_a_tiny_model_runs_every_condition(built, tiny_checkpoints, tmp
     }
     assert {m for m, _, _ in found} == {*expected, "text-only"}
     for path in (out / "results").glob(f"{name}*_results_k*.jsonl"):
-        for line in lines(path):
+        for line in read_jsonl(path):
             assert line["status"] == "ok" and isinstance(line["response"], str), (
                 path.name,
                 line.get("error"),

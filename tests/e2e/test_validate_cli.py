@@ -4,29 +4,23 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
+import cli
 import numpy as np
 import pytest
 from reference_data import REFERENCE
 
+from audioicl import Episode
 from audioicl.audio import write_wav
 from audioicl.dataset.meta import write_meta
-from audioicl.records import Clip, Demo, Episode, Query
+from audioicl.records import Clip, Demo, Query
+
+audioicl_validate = partial(cli.audioicl, "validate", timeout=120)
 
 
-def audioicl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "audioicl", "validate", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def make_dataset(root: Path) -> Path:
+def two_count_episodes(root: Path) -> Path:
     """Two nested AudioCount episodes at k = 1 and 2, with their audio."""
     episodes = []
     for n in (1, 2):
@@ -42,8 +36,8 @@ def make_dataset(root: Path) -> Path:
 
 
 def test_clean_dataset_exits_0_with_table_and_json(tmp_path: Path):
-    root = make_dataset(tmp_path / "ds")
-    done = audioicl(root, "--json", tmp_path / "out" / "report.json")
+    root = two_count_episodes(tmp_path / "ds")
+    done = audioicl_validate(root, "--json", tmp_path / "out" / "report.json")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no problems found" in done.stdout
     assert "AudioCount  nested: yes" in done.stdout
@@ -58,13 +52,13 @@ def test_clean_dataset_exits_0_with_table_and_json(tmp_path: Path):
 
 
 def test_problems_exit_1_each_as_file_line_id(tmp_path: Path):
-    root = make_dataset(tmp_path / "ds")
+    root = two_count_episodes(tmp_path / "ds")
     meta = root / "meta" / "meta_k2.jsonl"
     lines = meta.read_text().splitlines()
     meta.write_text("\n".join(["{broken", lines[1].replace('"label": "3"', '"label": "11"')]) + "\n")
     wav = root / "data/audiocount/easy/s2_1.wav"
     wav.write_bytes(wav.read_bytes()[:100])
-    done = audioicl(root, "--quick")
+    done = audioicl_validate(root, "--quick")
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"{meta}:1: malformed JSON" in done.stdout
     assert f"{meta}:2 AudioICL00002: query label '11' is not in integers 1..8" in done.stdout
@@ -76,9 +70,9 @@ def test_problems_exit_1_each_as_file_line_id(tmp_path: Path):
 
 
 def test_usage_errors_exit_2(tmp_path: Path):
-    done = audioicl(tmp_path / "absent")
+    done = audioicl_validate(tmp_path / "absent")
     assert done.returncode == 2 and "not a folder" in done.stderr
-    done = audioicl(tmp_path)
+    done = audioicl_validate(tmp_path)
     assert done.returncode == 2 and "no meta files" in done.stderr
 
 
@@ -87,7 +81,7 @@ def test_reference_meta_files_report_missing_audio_and_nesting(tmp_path: Path):
     (tmp_path / "meta").mkdir()
     for k in range(1, 6):
         shutil.copyfile(REFERENCE / f"meta_k{k}.jsonl", tmp_path / "meta" / f"meta_k{k}.jsonl")
-    done = audioicl(tmp_path, "--json", tmp_path / "r.json")
+    done = audioicl_validate(tmp_path, "--json", tmp_path / "r.json")
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""
     report = json.loads((tmp_path / "r.json").read_text())

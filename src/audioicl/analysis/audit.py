@@ -15,7 +15,7 @@ audio:
   at a fixed position, the same spelled with the query's reference letters, naive Bayes over the path's
   tokens), chosen and scored by cross-validation grouped by query clip;
 - **trivial audio features**: duration, RMS, background level and energy below 20 Hz of the query clip
-  (``perception.level_features``) as the only input, both inside the episode (the demos as training data:
+  (``perception.measure.level_features``) as the only input, both inside the episode (the demos as training data:
   interpolation for numbers, nearest demo clip for categories, sum of the parts for AudioRemap's MIX) and
   across episodes (nearest neighbours, cross-validated and grouped by query clip).
 

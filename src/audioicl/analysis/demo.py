@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from audioicl.backends import ModelSpec
 from audioicl.dataset.build import build
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import run
@@ -66,7 +67,9 @@ def run_demo(options: DemoOptions, say: Callable[[str], None] = print) -> DemoOu
     for solver in options.solvers:
         start = time.perf_counter()
         say(f"[2/4] running builtin:{solver} for k = {', '.join(map(str, options.shots))}")
-        summary = run(RunOptions(data=data, model=f"builtin:{solver}", out=results, seed=options.seed), say)
+        summary = run(
+            RunOptions(data=data, model=ModelSpec("builtin", solver), out=results, seed=options.seed), say
+        )
         errors += summary.errors
         seconds[f"run {solver}"] = time.perf_counter() - start
 

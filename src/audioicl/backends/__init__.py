@@ -2,6 +2,6 @@
 ``load_backend``) the model backends, one module per backend kind."""
 
 from . import builtin  # noqa: F401  (registers "builtin")
-from .base import BACKENDS, Backend, ModelSpec, load_backend, parse_model_spec, register_backend
+from .base import BACKENDS, Backend, ModelSpec, load_backend, register_backend
 
-__all__ = ["BACKENDS", "Backend", "ModelSpec", "load_backend", "parse_model_spec", "register_backend"]
+__all__ = ["BACKENDS", "Backend", "ModelSpec", "load_backend", "register_backend"]

@@ -86,7 +86,7 @@ class Response:
 
 class Backend(Protocol):
     """``name``: what it is (``builtin:random``, ``hf:Qwen2-Audio-7B-Instruct``); ``family``: the
-    system-prompt family (``prompts.FAMILIES``); ``max_clip_seconds``: the longest clip it accepts (None:
+    system-prompt family (``prompts.sets.FAMILIES``); ``max_clip_seconds``: the longest clip it accepts (None:
     any; the runner turns longer clips into error lines); ``info``: facts for the run record (versions,
     checkpoint hash, dtype, device). ``generate`` returns one response per request, in order; ``close``
     frees what the backend holds (GPU memory, connections)."""
@@ -107,7 +107,7 @@ BACKENDS: Registry[BackendFactory] = Registry("backend")
 
 
 # Backend options that change how the answers are computed or fetched, not what they are: a resumed run, or
-# another shard, may set them otherwise (``results.record_conflicts``). The ``hf`` ones give the same answers
+# another shard, may set them otherwise (``inference.record.record_conflicts``). The ``hf`` ones give the same answers
 # in fp32 (tests/test_reuse.py); in bf16 they move the numbers no more than the batch size does.
 EXECUTION_OPTIONS: Mapping[str, frozenset[str]] = {
     "hf": frozenset({"cache", "reuse", "encoder"}),
@@ -116,10 +116,10 @@ EXECUTION_OPTIONS: Mapping[str, frozenset[str]] = {
 }
 
 
-def answer_options(model: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` of a ``model`` spec's backend without its ``EXECUTION_OPTIONS``: those that may change
-    what a result line says."""
-    execution = EXECUTION_OPTIONS.get(model.partition(":")[0], frozenset())
+def answer_options(model: ModelSpec | None, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` of a ``model``'s backend without its ``EXECUTION_OPTIONS``: those that may change what a
+    result line says (all of them for no model)."""
+    execution = EXECUTION_OPTIONS.get(model.backend, frozenset()) if model else frozenset()
     return {key: value for key, value in options.items() if key not in execution}
 
 
@@ -140,10 +140,24 @@ def register_backend(kind: str) -> Callable[[BackendFactory], BackendFactory]:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """``hf:Qwen/Qwen2-Audio-7B-Instruct`` → backend ``hf``, name ``Qwen/Qwen2-Audio-7B-Instruct``."""
+    """A model spec ``backend:name``, parsed once (``parse``) where it enters: ``hf:Qwen/Qwen2-Audio-7B-Instruct``
+    → backend ``hf``, name ``Qwen/Qwen2-Audio-7B-Instruct`` (a hub id, a checkpoint path, a served model's name,
+    a built-in solver). ``str(spec)`` gives the text back, as run records store it."""
 
     backend: str
     name: str
+
+    def __post_init__(self) -> None:
+        if not self.backend or ":" in self.backend or not self.name.strip("/\\"):
+            raise AudioICLError(f"model spec must be BACKEND:NAME (e.g. builtin:random), got {str(self)!r}")
+
+    @classmethod
+    def parse(cls, text: str) -> ModelSpec:
+        """``backend:name`` → its spec; the one place a spec's text is split."""
+        backend, sep, name = text.partition(":")
+        if not sep:
+            raise AudioICLError(f"model spec must be BACKEND:NAME (e.g. builtin:random), got {text!r}")
+        return cls(backend, name)
 
     @property
     def file_name(self) -> str:
@@ -152,13 +166,6 @@ class ModelSpec:
 
     def __str__(self) -> str:
         return f"{self.backend}:{self.name}"
-
-
-def parse_model_spec(spec: str) -> ModelSpec:
-    backend, sep, name = spec.partition(":")
-    if not sep or not backend or not name.strip("/\\"):
-        raise AudioICLError(f"model spec must be BACKEND:NAME (e.g. builtin:random), got {spec!r}")
-    return ModelSpec(backend, name)
 
 
 def _available_kinds() -> list[str]:
@@ -185,10 +192,8 @@ def _import_kind(kind: str) -> None:
             ) from exc
 
 
-def load_backend(spec: str, workload: Workload | None = None, **options: object) -> Backend:
-    """The backend for a model spec ``backend:name``, built with ``options`` (and ``workload`` where its
-    factory takes one)."""
-    model = parse_model_spec(spec)
+def load_backend(model: ModelSpec, workload: Workload | None = None, **options: object) -> Backend:
+    """The backend for a model spec, built with ``options`` (and ``workload`` where its factory takes one)."""
     _import_kind(model.backend)
     if model.backend not in BACKENDS:
         raise AudioICLError(f"unknown backend {model.backend!r} (known: {', '.join(_available_kinds())})")

@@ -404,7 +404,7 @@ class HFBackend:
 
     @property
     def family(self) -> str:
-        """The system-prompt family (``prompts.DEFAULT_SYSTEM``)."""
+        """The system-prompt family (``prompts.sets.DEFAULT_SYSTEM``)."""
         return self.model_family.system_family
 
     def _stop_ids(self) -> list[int]:

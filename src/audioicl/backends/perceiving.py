@@ -10,7 +10,7 @@ Both hear each clip through ``audioicl.perception`` (signal processing, no bookk
   stands for (the hypothesis the recipe allows that fits the most demo answers: one operation per filler
   for AudioOperator; one filler × and the other + or − for AudioOperatorHard), and what this machine
   sounds like when normal (AnomalyDetect's rule is "deviates from this machine's normal sound": the normal
-  demos are the reference, ``perception.anomaly_features`` measure the known kinds of fault, and a prior
+  demos are the reference, ``perception.measure.anomaly_features`` measure the known kinds of fault, and a prior
   normal spread per measurement makes one normal demo enough). So the oracle can miss where the demos do
   not decide: an AudioOperatorHard demo that fits two operator assignments (k = 1, 2), and anomalies whose
   fault is within a unit's normal variation (about 0.85-0.95 on the default build; see ``oracle_anomaly``).
@@ -23,13 +23,13 @@ Both hear each clip through ``audioicl.perception`` (signal processing, no bookk
   letters not yet taken). AudioRemap: whether the label spells the MIX with the references' own letters,
   swapped, or with fixed letters. AnomalyDetect: the label of the nearest demo clip.
 
-Under the ``transcript`` condition a clip comes as text (``audioicl.transcripts``): both read the same
+Under the ``transcript`` condition a clip comes as text (``audioicl.tasks.transcripts``): both read the same
 measurements from it (onsets, duration and silences, digits and named sounds, Morse codes, which reference
 plays, machine measurements) and induce or apply the rule as from audio. A clip with neither audio nor
 transcript (``no-audio``) cannot be heard: they answer the most frequent demo label, the majority floor.
-Asked a perception probe (``audioicl.probes``: the chat's instruction is the probe's question), both answer
-what they hear: the count, the duration or non-silent seconds, the spoken digits, the decoded word, the
-MIX spelled with the references' letters, the oracle's verdict against the one normal reference.
+Asked a perception probe (``audioicl.prompts.probes``: the chat's instruction is the probe's question), both
+answer what they hear: the count, the duration or non-silent seconds, the spoken digits, the decoded word,
+the MIX spelled with the references' letters, the oracle's verdict against the one normal reference.
 
 Measurements are cached per clip (a hash of its samples) for the life of the process, since
 the same clips come back at every k.
@@ -486,7 +486,7 @@ def _nearest_label(demos: Sequence[PromptItem], feats: np.ndarray, scale: np.nda
     return demos[int(np.argmin(np.linalg.norm(z[:-1] - z[-1], axis=1)))].label or NORMAL
 
 
-# The prior spread of a transcript's measurements: the grouping of ``transcripts.machine_groups`` applied to
+# The prior spread of a transcript's measurements: the grouping of ``perception.transcribe.machine_groups`` applied to
 # the spreads (a group's mean varies less than its members, so this errs wide).
 MEASURED_NORMAL_SPREAD = np.concatenate(list(machine_groups(perception.ANOMALY_NORMAL_SPREAD).values()))
 
@@ -518,7 +518,7 @@ def deviation_score(query: np.ndarray, normals: np.ndarray, prior: np.ndarray) -
 def oracle_anomaly(chat: Chat, shown: Shown) -> str:
     """The task's rule: anomalous when the query deviates from this machine's normal demos.
 
-    Measured with ``perception.anomaly_features`` (made for the physical faults: impulse trains, modulation,
+    Measured with ``perception.measure.anomaly_features`` (made for the physical faults: impulse trains, modulation,
     harmonic changes, squeal, missing or extra events, flow noise); the query is anomalous when some
     measurement is more than ``DEVIATION_THRESHOLD`` normal spreads (``deviation_score``) from the normal
     demos' mean. Within that, a faint fault the demos show is still caught: the query is anomalous when an

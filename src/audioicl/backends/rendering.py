@@ -27,7 +27,7 @@ from audioicl.prompts.chat import AudioPart, Chat, message_text
 class AudioFamily:
     """``model_types``: the ``config.json`` model types of the family; ``thinker_of``: for a full Omni
     checkpoint, the sub-config holding the text-producing model (SPEC §6); ``system_family``: which
-    system prompt it gets (``prompts.DEFAULT_SYSTEM``)."""
+    system prompt it gets (``prompts.sets.DEFAULT_SYSTEM``)."""
 
     name: str
     model_types: tuple[str, ...]

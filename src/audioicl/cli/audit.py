@@ -11,7 +11,7 @@ from audioicl.analysis.audit import DEFAULT_MARGIN, audit, format_report
 from audioicl.errors import AudioICLError
 from audioicl.files import write_atomic
 
-from .options import command
+from .options import add_workers, command
 
 
 def _add(sub):
@@ -41,12 +41,7 @@ def _add(sub):
         default=DEFAULT_MARGIN,
         help=f"points a shortcut may beat the baseline by before it fails (default {DEFAULT_MARGIN:g})",
     )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=os.cpu_count() or 1,
-        help="processes reading audio (default: CPU count)",
-    )
+    add_workers(p, os.cpu_count() or 1, help="processes reading audio (default: CPU count)")
     return p
 
 

@@ -10,7 +10,7 @@ from audioicl.sources.banks import SOURCE_KINDS, parse_sources
 from audioicl.sources.corpora import fetched_sources
 from audioicl.tasks.context import CONSTRUCTION, original_construction
 
-from .options import command, parse_int_set, parse_names
+from .options import add_k, add_seed, add_tasks, add_workers, command
 
 
 def _add(sub):
@@ -27,11 +27,11 @@ def _add(sub):
     p.add_argument(
         "--out", required=True, help="output folder (new, empty, or an earlier build with the same options)"
     )
-    p.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
+    add_seed(p, help="run seed (default 0)", default=0)
     p.add_argument("--episodes", type=int, default=300, help="episodes per task (default 300)")
-    p.add_argument("--k", default="1-5", help="shot counts, e.g. 1-5 or 0,1,2,8 (default 1-5)")
-    p.add_argument("--tasks", default="", help="comma-separated task names (default: all nine)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (default: CPU count)")
+    add_k(p, help="shot counts, e.g. 1-5 or 0,1,2,8 (default 1-5)", default="1-5")
+    add_tasks(p, help="comma-separated task names (default: all nine)", default="")
+    add_workers(p, os.cpu_count() or 1, help="processes (default: CPU count)")
     p.add_argument(
         "--source",
         action="append",
@@ -73,8 +73,8 @@ def run(args) -> int:
     options = BuildOptions(
         seed=args.seed,
         episodes=args.episodes,
-        shots=tuple(parse_int_set(args.k)),
-        tasks=tuple(parse_names(args.tasks)),
+        shots=tuple(args.k),
+        tasks=tuple(args.tasks),
         sources=parse_sources(_source_items(args)),
     )
     if args.construction == "original":

@@ -16,7 +16,7 @@ from audioicl.analysis.compare import (
 from audioicl.errors import AudioICLError
 from audioicl.files import write_atomic
 
-from .options import command, parse_int_set
+from .options import add_k, command
 
 
 def _add(sub):
@@ -35,7 +35,7 @@ def _add(sub):
     p.add_argument("b", type=Path, help="B: a per-example CSV or a results folder")
     p.add_argument("--model-a", help="A's model name in its folder (e.g. icl)")
     p.add_argument("--model-b", help="B's model name in its folder (e.g. icl+random-labels)")
-    p.add_argument("--k", type=parse_int_set, help="only these k (folders)")
+    add_k(p, help="only these k (folders)")
     p.add_argument("--out", type=Path, help="also write the table as markdown to this file")
     return p
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from audioicl.analysis.demo import DEMO_EPISODES, DEMO_SOLVERS, DemoOptions, mean_accuracy_table, run_demo
 
-from .options import command, parse_int_set, parse_names
+from .options import add_k, add_seed, add_workers, command, parse_names
 
 
 def _add(sub):
@@ -27,16 +27,14 @@ def _add(sub):
     p.add_argument(
         "--episodes", type=int, default=DEMO_EPISODES, help=f"episodes per task (default {DEMO_EPISODES})"
     )
-    p.add_argument("--k", default="1-5", help="shot counts (default 1-5)")
+    add_k(p, help="shot counts (default 1-5)", default="1-5")
     p.add_argument(
         "--solvers",
         default=",".join(DEMO_SOLVERS),
         help=f"built-in solvers to run (default: {','.join(DEMO_SOLVERS)})",
     )
-    p.add_argument("--seed", type=int, default=0, help="build and solver seed (default 0)")
-    p.add_argument(
-        "--workers", type=int, default=os.cpu_count() or 1, help="build processes (default: CPU count)"
-    )
+    add_seed(p, help="build and solver seed (default 0)", default=0)
+    add_workers(p, os.cpu_count() or 1, help="build processes (default: CPU count)")
     return p
 
 
@@ -46,7 +44,7 @@ def run(args) -> int:
         DemoOptions(
             out=args.out,
             episodes=args.episodes,
-            shots=tuple(parse_int_set(args.k)),
+            shots=tuple(args.k),
             solvers=tuple(parse_names(args.solvers)),
             seed=args.seed,
             workers=args.workers,

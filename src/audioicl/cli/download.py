@@ -9,7 +9,7 @@ from audioicl.dataset.meta import find_meta_files
 from audioicl.dataset.validate import format_report, validate
 from audioicl.errors import AudioICLError
 
-from .options import command
+from .options import add_workers, command
 
 
 def _add(sub):
@@ -37,7 +37,7 @@ def _add(sub):
     p.add_argument(
         "--list", action="store_true", help="print the files of the revision and their sizes; fetch nothing"
     )
-    p.add_argument("--workers", type=int, default=8, help="files fetched at a time (default 8)")
+    add_workers(p, 8, help="files fetched at a time (default 8)")
     p.add_argument(
         "--quick", action="store_true", help="validate audio headers only, do not decode whole files"
     )

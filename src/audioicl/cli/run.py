@@ -2,7 +2,7 @@
 
 Option values come from the command line, else from ``--config FILE`` (YAML or JSON, keys named as the
 long options, e.g. ``batch-size: 4``, ``tasks: [AudioCount]``, ``backend-option: {max_clip_seconds: 30}``;
-relative paths are relative to the file), else the defaults of ``runner.RunOptions``. Config values pass
+relative paths are relative to the file), else the defaults of ``RunOptions`` (``audioicl.inference.options``). Config values pass
 through the same parser as the command line, so they are checked the same way.
 """
 
@@ -20,46 +20,19 @@ from audioicl.prompts.clips import MORSE_BANK_MODES, PAD_MODES
 from audioicl.prompts.controls import CONTROLS
 from audioicl.prompts.sets import STYLES, read_structured_file
 
-from .options import command, parse_int_set, parse_names
-
-CONFIG_KEYS = (
-    "data",
-    "model",
-    "out",
-    "k",
-    "tasks",
-    "style",
-    "layout",
-    "batch-size",
-    "max-new-tokens",
-    "pad",
-    "limit",
-    "shard",
-    "prompts",
-    "morse-bank",
-    "seed",
-    "name",
-    "backend-option",
-    "retry-errors",
-    "order",
-    "window",
-    "control",
-    "probe",
-    "base-url",
-    "ray",
-    "ray-shards",
-    "ray-gpus",
+from .options import (
+    add_backend_options,
+    add_batch_size,
+    add_generation,
+    add_model,
+    add_name,
+    add_seed,
+    add_selection,
+    command,
+    run_options,
 )
-FLAG_KEYS = ("retry-errors", "probe", "ray")
-PATH_KEYS = ("data", "out", "prompts")
+
 REQUIRED = ("data", "model", "out")
-
-
-def _backend_option(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise AudioICLError(f"--backend-option must be KEY=VALUE, got {text!r}")
-    return key, value
 
 
 def _add(sub, exit_on_error: bool = True):
@@ -87,26 +60,20 @@ def _add(sub, exit_on_error: bool = True):
         exit_on_error=exit_on_error,
     )
     p.add_argument("--data", type=Path, help="dataset root (holding meta/ and data/); required")
-    p.add_argument(
-        "--model", help="BACKEND:NAME, e.g. builtin:random or hf:Qwen/Qwen2-Audio-7B-Instruct; required"
-    )
+    add_model(p)
     p.add_argument(
         "--out",
         type=Path,
         help="folder for the results files and <model>_run.json (shared by models); required",
     )
-    p.add_argument(
-        "--k",
-        type=parse_int_set,
-        help="shots to run, e.g. 1-5 or 0,1,3 (default: all in the dataset); k = 0 without a k = 0 meta file "
+    add_selection(
+        p,
+        k_help="shots to run, e.g. 1-5 or 0,1,3 (default: all in the dataset); k = 0 without a k = 0 meta file "
         "asks the queries of the smallest k file zero-shot (instruction and query, no demos)",
     )
-    p.add_argument("--tasks", type=parse_names, help="comma-separated task names (default: all)")
     p.add_argument("--style", choices=STYLES, help="instruction style (default: specific)")
     p.add_argument("--layout", choices=LAYOUTS, help="prompt layout (default: original)")
-    p.add_argument(
-        "--batch-size", type=int, help="prompts a backend runs together, e.g. on the GPU (default: 8)"
-    )
+    add_batch_size(p)
     p.add_argument(
         "--window",
         type=int,
@@ -120,32 +87,18 @@ def _add(sub, exit_on_error: bool = True):
         help="episode: an episode's k prompts run together, sharing decoded clips and prompt prefixes; "
         "k: all of k=1, then k=2 ... (default: episode)",
     )
-    p.add_argument("--max-new-tokens", type=int, help="greedy decoding budget (default: 16)")
+    add_generation(p)
     p.add_argument(
         "--pad", choices=PAD_MODES, help="zero-pad clips to the episode's or batch's longest (default: none)"
     )
-    p.add_argument("--limit", type=int, help="only the first N episodes of each task")
     p.add_argument("--shard", type=Shard.parse, help="I/N: run shard I (1-based) of N")
     p.add_argument("--prompts", type=Path, help="prompt set file (YAML or JSON) overriding the wording")
     p.add_argument(
         "--morse-bank", choices=MORSE_BANK_MODES, help="show the Morse alphabet bank (default: auto)"
     )
-    p.add_argument("--seed", type=int, help="run seed for sampling backends and built-ins (default: 0)")
-    p.add_argument("--name", help="<model> part of the results file names (default: from --model)")
-    p.add_argument(
-        "--backend-option",
-        "-o",
-        dest="backend_options",
-        type=_backend_option,
-        action="append",
-        metavar="KEY=VALUE",
-        help="option for the backend (repeatable), e.g. -o max_clip_seconds=30",
-    )
-    p.add_argument(
-        "--base-url",
-        help="server of an openai: model, e.g. http://127.0.0.1:8000/v1 (the backend option base_url: "
-        "-o base_url=URL says the same)",
-    )
+    add_seed(p, help="run seed for sampling backends and built-ins (default: 0)")
+    add_name(p)
+    add_backend_options(p)
     p.add_argument(
         "--retry-errors",
         action="store_true",
@@ -190,23 +143,34 @@ def _add(sub, exit_on_error: bool = True):
     return p
 
 
-def _config_tokens(path: Path) -> list[str]:
-    """The config file as command-line tokens."""
+def _config_keys(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """The keys of a config file: the parser's long options but --config and --help, with their actions."""
+    return {
+        option[2:]: action
+        for action in parser._actions
+        for option in action.option_strings
+        if option.startswith("--") and option not in ("--config", "--help")
+    }
+
+
+def _config_tokens(path: Path, parser: argparse.ArgumentParser) -> list[str]:
+    """The config file as command-line tokens of ``parser`` (the run command's)."""
     values = read_structured_file(path, "config file")
     if not isinstance(values, dict):
         raise AudioICLError(f"config file must hold a mapping, got {type(values).__name__}", file=str(path))
+    keys = _config_keys(parser)
     tokens: list[str] = []
     for raw_key, value in values.items():
         key = str(raw_key).replace("_", "-")
-        if key not in CONFIG_KEYS:
-            raise AudioICLError(f"unknown key {raw_key!r} (known: {', '.join(CONFIG_KEYS)})", file=str(path))
+        if key not in keys:
+            raise AudioICLError(f"unknown key {raw_key!r} (known: {', '.join(keys)})", file=str(path))
         if key == "backend-option":
             if not isinstance(value, dict):
                 raise AudioICLError("'backend-option' must be a mapping of KEY: VALUE", file=str(path))
             for option, setting in value.items():
                 tokens += ["--backend-option", f"{option}={setting}"]
             continue
-        if key in FLAG_KEYS:
+        if keys[key].nargs == 0:  # a flag (store_true)
             if not isinstance(value, bool):
                 raise AudioICLError(f"{raw_key!r} must be true or false", file=str(path))
             tokens += [f"--{key}"] if value else []
@@ -218,7 +182,7 @@ def _config_tokens(path: Path) -> list[str]:
                 f"{raw_key!r} must be a string or a number, got {type(value).__name__}", file=str(path)
             )
         text = str(value)
-        if key in PATH_KEYS and not Path(text).is_absolute():
+        if keys[key].type is Path and not Path(text).is_absolute():
             text = str(path.parent / text)
         tokens += [f"--{key}", text]
     return tokens
@@ -227,7 +191,7 @@ def _config_tokens(path: Path) -> list[str]:
 def _config_values(path: Path) -> argparse.Namespace:
     parser = _add(argparse.ArgumentParser(prog="audioicl").add_subparsers(), exit_on_error=False)
     try:
-        return parser.parse_args(_config_tokens(path))
+        return parser.parse_args(_config_tokens(path, parser))
     except argparse.ArgumentError as exc:
         raise AudioICLError(str(exc), file=str(path)) from exc
     except AudioICLError as exc:
@@ -246,37 +210,12 @@ def _merged(args: argparse.Namespace) -> dict[str, Any]:
     return merged
 
 
-def _backend_options(values: dict[str, Any]) -> dict[str, str]:
-    """``-o`` pairs, with ``--base-url`` as the option ``base_url`` (refused when both disagree)."""
-    options = dict(values.get("backend_options") or [])
-    url = values.get("base_url")
-    if url is not None:
-        if options.get("base_url", url) != url:
-            raise AudioICLError(f"--base-url {url} and -o base_url={options['base_url']} disagree; give one")
-        options["base_url"] = url
-    return options
-
-
 def options_from_args(args: argparse.Namespace) -> RunOptions:
     values = _merged(args)
     missing = [f"--{key}" for key in REQUIRED if values.get(key) is None]
     if missing:
         raise AudioICLError(f"{', '.join(missing)} required (on the command line or in --config)")
-    fields: dict[str, Any] = {
-        "data": values["data"],
-        "model": values["model"],
-        "out": values["out"],
-        "shots": tuple(values["k"]) if values.get("k") else None,
-        "tasks": tuple(values["tasks"]) if values.get("tasks") else None,
-        "backend_options": _backend_options(values),
-    }
-    for key in ("style", "layout", "batch_size", "max_new_tokens", "pad", "limit", "shard", "prompts"):
-        fields[key] = values.get(key)
-    fields.update(morse_bank=values.get("morse_bank"), seed=values.get("seed"), name=values.get("name"))
-    fields["retry_errors"] = values.get("retry_errors")
-    fields.update(order=values.get("order"), window=values.get("window"))
-    fields.update(control=values.get("control"), probe=values.get("probe"))
-    return RunOptions(**{key: value for key, value in fields.items() if value is not None})
+    return run_options(values)
 
 
 def _run_on_ray(options: RunOptions, values: dict[str, Any]) -> int:

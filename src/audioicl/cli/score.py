@@ -15,7 +15,7 @@ from audioicl.scoring.score import (
     write_per_example,
 )
 
-from .options import command, parse_int_set, parse_names
+from .options import add_workers, command, parse_int_set, parse_names
 
 
 def _add(sub):
@@ -79,11 +79,11 @@ def _add(sub):
         action="store_true",
         help="NOT the original protocol: a response counts only if it is the bare answer",
     )
-    p.add_argument(
-        "--workers",
-        type=int,
-        metavar="N",
+    add_workers(
+        p,
+        None,
         help="processes for large inputs (default: one per CPU; 1: none). Results do not depend on it",
+        metavar="N",
     )
     return p
 

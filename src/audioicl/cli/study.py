@@ -7,8 +7,19 @@ from pathlib import Path
 from audioicl.analysis.study.conditions import CONDITION_NAMES, CONDITIONS
 from audioicl.analysis.study.run import StudyOptions, run_study
 
-from .options import command, parse_int_set, parse_names
-from .run import _backend_option
+from .options import (
+    add_backend_options,
+    add_batch_size,
+    add_generation,
+    add_model,
+    add_name,
+    add_seed,
+    add_selection,
+    command,
+    option_type,
+    parse_names,
+    run_options,
+)
 
 
 def _add(sub):
@@ -24,31 +35,19 @@ def _add(sub):
         ),
     )
     p.add_argument("--data", type=Path, required=True, help="dataset root")
-    p.add_argument("--model", required=True, help="BACKEND:NAME, e.g. builtin:icl or hf:/path/to/model")
+    add_model(p, required=True)
     p.add_argument("--out", type=Path, required=True, help="folder for results, scores and the study report")
     p.add_argument(
         "--conditions",
-        type=parse_names,
+        type=option_type(parse_names),
         help=f"comma-separated subset of {','.join(CONDITION_NAMES)} (default: all)",
     )
-    p.add_argument(
-        "--k", type=parse_int_set, help="shots, e.g. 0,1,5 (default: 0 and every k of the dataset)"
-    )
-    p.add_argument("--tasks", type=parse_names, help="comma-separated task names (default: all)")
-    p.add_argument("--limit", type=int, help="only the first N episodes of each task")
-    p.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
-    p.add_argument("--name", help="<model> part of the results file names (default: from --model)")
-    p.add_argument("--batch-size", type=int, default=8, help="prompts a backend runs together (default 8)")
-    p.add_argument("--max-new-tokens", type=int, default=16, help="greedy decoding budget (default 16)")
-    p.add_argument(
-        "--backend-option",
-        "-o",
-        dest="backend_options",
-        type=_backend_option,
-        action="append",
-        metavar="KEY=VALUE",
-        help="option for the backend (repeatable)",
-    )
+    add_selection(p, k_help="shots, e.g. 0,1,5 (default: 0 and every k of the dataset)")
+    add_seed(p, help="run seed (default: 0)")
+    add_name(p)
+    add_batch_size(p)
+    add_generation(p)
+    add_backend_options(p)
     p.add_argument(
         "--no-floor",
         dest="floor",
@@ -62,18 +61,8 @@ def _add(sub):
 def study_command(args) -> int:
     outputs = run_study(
         StudyOptions(
-            data=args.data,
-            model=args.model,
-            out=args.out,
+            run_options(vars(args)),
             conditions=tuple(args.conditions) if args.conditions else CONDITION_NAMES,
-            shots=tuple(args.k) if args.k else None,
-            tasks=tuple(args.tasks) if args.tasks else None,
-            limit=args.limit,
-            seed=args.seed,
-            name=args.name,
-            batch_size=args.batch_size,
-            max_new_tokens=args.max_new_tokens,
-            backend_options=dict(args.backend_options or []),
             floor=args.floor,
         )
     )

@@ -8,7 +8,7 @@ Order of work, so that an interrupted build can be rerun to completion:
    family's episodes in one range at a time (a ``Job``): the sources those tasks share are made once, and
    two workers rarely create files in the same folder at once (creating a file locks its folder).
 3. Meta files, the transcripts of the clips (``meta/transcripts.jsonl``, what was placed in each; see
-   ``transcripts``), the dataset card and ``manifest.json`` are written last.
+   ``dataset.sidecar``), the dataset card and ``manifest.json`` are written last.
 
 Every file's audio comes from a generator keyed by stable names, so the bytes do not depend on ``workers``.
 """
@@ -65,7 +65,7 @@ class FileRecord:
     sha256: str
     bytes: int
     seconds: float
-    transcript: str | None = None  # what was placed in it (``transcripts``), None where there is none
+    transcript: str | None = None  # what was placed in it (``tasks.transcripts``), None where there is none
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,10 @@
-"""transcripts part: dataset.sidecar."""
+"""The transcript sidecar: a built dataset's transcripts, in ``meta/transcripts.jsonl`` beside the meta files.
+
+The builder writes one line per audio file, ``{"audio_path": ..., "transcript": ...}``, sorted by path, from
+what it placed (the forms are ``audioicl.tasks.transcripts``'); the meta format is unchanged. A run under the
+``transcript`` condition (or a probe) reads it back; a clip it lacks (the released dataset has no sidecar) is
+perceived from the audio instead (``audioicl.perception.transcribe``).
+"""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ episodes for every k under the same ids (SPEC §1), which is a property of the d
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 import struct
@@ -27,6 +26,7 @@ from audioicl.records import Clip, Episode, Query
 from audioicl.tasks import TASKS, LabelSpace, TaskSpec, task_names
 from audioicl.tasks.anomaly import MACHINE_TYPES
 
+from .manifest import MANIFEST_NAME, ListedFile, read_manifest
 from .meta import MetaLine, find_meta_files, resolve_audio_path, scan_meta
 
 # Problem kinds, in the order the report lists them.
@@ -67,7 +67,6 @@ QUERY_ROLES = {"remap": ("A", "B", "MIX"), "anomaly": ("Query",)}
 
 ALPHABET_DIR = "data/MorseCode/alphabet"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-MANIFEST_NAME = "manifest.json"
 DECODE_BLOCK = 1 << 16  # frames per read when decoding a whole file
 
 
@@ -493,28 +492,6 @@ def _alphabet_uses(root: Path) -> tuple[dict[str, _Use], list[Problem]]:
 # --------------------------------------------------------------------------- manifest
 
 
-@dataclass(frozen=True)
-class ManifestEntry:
-    path: str
-    sha256: str | None
-    bytes: int | None
-
-
-def _manifest_entries(data: Any) -> list[ManifestEntry] | None:
-    """The file list of a manifest: ``files: {path: {sha256, bytes}}``, or any similar dict or list."""
-    if not isinstance(data, dict):
-        return None
-    candidates = [data.get("files"), *data.values()]
-    for value in candidates:
-        if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
-            return [
-                ManifestEntry(p, v.get("sha256"), v.get("bytes", v.get("size"))) for p, v in value.items()
-            ]
-        if isinstance(value, list) and value and all(isinstance(v, dict) and "path" in v for v in value):
-            return [ManifestEntry(v["path"], v.get("sha256"), v.get("bytes", v.get("size"))) for v in value]
-    return None
-
-
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:
@@ -523,7 +500,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _entry_problem(root: Path, entry: ManifestEntry, verify_hashes: bool) -> str | None:
+def _entry_problem(root: Path, entry: ListedFile, verify_hashes: bool) -> str | None:
     try:
         full = resolve_audio_path(root, entry.path)
     except AudioICLError as exc:
@@ -542,19 +519,18 @@ def check_manifest(
     root: Path, verify_hashes: bool, pool: ThreadPoolExecutor, notes: list[str]
 ) -> list[Problem]:
     """Files the manifest lists exist with their sizes; their sha256 too with ``verify_hashes``."""
-    path = root / MANIFEST_NAME
-    if not path.is_file():
-        return []
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return [Problem(MANIFEST, f"manifest is not valid JSON: {exc}", str(path))]
-    entries = _manifest_entries(data)
+        manifest = read_manifest(root)
+    except AudioICLError as exc:
+        return [Problem.from_error(MANIFEST, exc)]
+    if manifest is None:
+        return []
+    entries = manifest.files
     if entries is None:
         notes.append(f"{MANIFEST_NAME} has no recognisable file list; not checked")
         return []
     found = pool.map(lambda e: _entry_problem(root, e, verify_hashes), entries)
-    return [Problem(MANIFEST, message, str(path)) for message in found if message]
+    return [Problem(MANIFEST, message, str(manifest.path)) for message in found if message]
 
 
 # --------------------------------------------------------------------------- the whole dataset

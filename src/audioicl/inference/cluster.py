@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from audioicl.backends import parse_model_spec
 from audioicl.errors import AudioICLError
 
 from .options import RunOptions, Shard
@@ -77,7 +76,7 @@ def _connect(ray: Any, plan: RayPlan) -> None:
 
 
 def _shape(options: RunOptions, plan: RayPlan, resources: dict[str, float]) -> tuple[int, float]:
-    gpu_backend = parse_model_spec(options.model).backend in GPU_BACKENDS
+    gpu_backend = options.model.backend in GPU_BACKENDS
     cluster_gpus = int(resources.get("GPU", 0))
     gpus = plan.gpus if plan.gpus is not None else (1.0 if gpu_backend and cluster_gpus else 0.0)
     if plan.shards is not None:

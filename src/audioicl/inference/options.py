@@ -1,4 +1,5 @@
-"""runner part: run.options."""
+"""What a run is asked to do: ``RunOptions`` (the model, the data, the selection of episodes, the prompt and
+decoding settings), its ``Shard`` of the episodes, and the run orders (``RUN_ORDERS``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from audioicl.backends import parse_model_spec
+from audioicl.backends import ModelSpec
 from audioicl.errors import AudioICLError
 from audioicl.prompts.chat import Layout
 from audioicl.prompts.clips import MorseBankMode, PadMode
@@ -51,8 +52,11 @@ class Shard:
 
 @dataclass(frozen=True)
 class RunOptions:
+    """``model``: a ``ModelSpec``; a ``backend:name`` string (for callers of the Python API) is parsed once,
+    here, and ``data``, ``out`` and ``prompts`` may be given as strings."""
+
     data: Path
-    model: str
+    model: ModelSpec
     out: Path
     shots: tuple[int, ...] | None = None  # None: every k the dataset has
     tasks: tuple[str, ...] | None = None  # None: all
@@ -71,8 +75,16 @@ class RunOptions:
     retry_errors: bool = False  # drop the selected episodes' error lines first, so they run again
     order: RunOrder = "episode"  # episode: an episode's k lines together; k: one k file after another
     window: int | None = None  # prompts per backend call (sorted by length there); None: 4 batches
-    control: str | None = None  # a study condition (``controls.CONTROLS``), part of the model name
+    control: str | None = None  # a study condition (``prompts.controls.CONTROLS``), part of the model name
     probe: bool = False  # perception probes (``probes``) instead of the task, at k = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, str):
+            object.__setattr__(self, "model", ModelSpec.parse(self.model))
+        for name in ("data", "out", "prompts"):  # str paths from callers of the Python API
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Path):
+                object.__setattr__(self, name, Path(value))
 
     @property
     def condition(self) -> str | None:
@@ -83,7 +95,7 @@ class RunOptions:
     def model_name(self) -> str:
         """``<name>`` of the results files: the model's, with ``+<condition>`` under a study condition, so a
         condition's files sit beside the plain run's in one folder (``icl+random-labels_results_k1.jsonl``)."""
-        name = self.name or parse_model_spec(self.model).file_name
+        name = self.name or self.model.file_name
         return f"{name}{CONDITION_MARK}{self.condition}" if self.condition else name
 
     @property

@@ -1,14 +1,11 @@
-"""The append-only results log (SPEC §3) and the lock that keeps one writer per file.
+"""The append-only results log (SPEC §3): reading it, appending to it, and merging shard folders.
 
 A results file is ``<model>_results_k<k>.jsonl``, one JSON object per line. Writers append whole lines and
-flush + fsync after each batch; a process killed mid-write can leave one half-written last line, which
-``ResultsLog.open`` cuts off (reporting it) before appending. A lock file ``<file>.lock`` created with
-``O_EXCL`` holds the writer's host and pid; a lock left by a dead process on this host is taken over.
+flush + fsync after each batch, holding the file's lock (``audioicl.files.FileLock``); a process killed
+mid-write can leave one half-written last line, which ``ResultsLog.open`` cuts off (reporting it) before
+appending. ``read_result_lines`` is the one way a results file is split into lines (the scorer's too).
 
-Next to a model's results files, ``<model>_run.json`` records how they were made (data root, dataset
-fingerprint, the settings that change what a line says, and every run's selection), so several models share
-a folder and a resumed run can be checked against the settings its file was started with. Folders written
-before per-model records hold one ``run.json``; it is still read.
+Next to a model's results files, ``<model>_run.json`` records how they were made (``record``).
 """
 
 from __future__ import annotations
@@ -16,16 +13,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
-import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from audioicl.dataset.meta import find_meta_files, iter_meta
 from audioicl.errors import AudioICLError, refuse_duplicate_ids
-from audioicl.files import write_atomic
+from audioicl.files import lock_path, read_lock, write_atomic
 from audioicl.records import Result
 
 from .record import Record, dumps_record, folder_run_records, record_conflicts, record_shard, run_record_name
@@ -62,13 +57,26 @@ def _parse_line(text: str, path: Path, number: int) -> ResultLine:
     return ResultLine(data, path, number)
 
 
+def read_result_lines(path: Path) -> list[str]:
+    """The file's lines as the original's text-mode reading sees them (``\\n``, ``\\r\\n`` and ``\\r`` end
+    a line; ``str.splitlines`` would also split on characters JSON strings may hold, such as U+2028)."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise AudioICLError(f"not UTF-8 text ({exc.reason})", file=str(path), line=line) from None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.split("\n")
+
+
 def iter_results(path: str | os.PathLike) -> Iterator[ResultLine]:
     """Every non-blank line of a results file, parsed; anything malformed raises naming file and line."""
     path = Path(path)
-    with path.open(encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
-            if text.strip():
-                yield _parse_line(text, path, number)
+    for number, text in enumerate(read_result_lines(path), start=1):
+        if text.strip():
+            yield _parse_line(text, path, number)
 
 
 def repair_tail(path: Path) -> str | None:
@@ -85,95 +93,6 @@ def repair_tail(path: Path) -> str | None:
         handle.flush()
         os.fsync(handle.fileno())
     return f"cut a half-written last line ({len(data) - keep} bytes) off {path}"
-
-
-# --------------------------------------------------------------------------- lock
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@dataclass(frozen=True)
-class LockOwner:
-    host: str
-    pid: int
-
-    @property
-    def alive(self) -> bool:
-        """True unless the owner is a process of this host that no longer exists."""
-        return self.host != socket.gethostname() or _pid_alive(self.pid)
-
-
-def read_lock(lock: Path) -> LockOwner | None:
-    """Who holds ``lock`` (None when there is no lock file); an unreadable lock counts as a live foreign one."""
-    try:
-        text = lock.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    try:
-        info = json.loads(text)
-        return LockOwner(str(info["host"]), int(info["pid"]))
-    except (ValueError, KeyError, TypeError):
-        return LockOwner("?", -1)
-
-
-def lock_path(path: Path) -> Path:
-    return path.with_name(path.name + ".lock")
-
-
-@dataclass
-class FileLock:
-    """An exclusive lock on ``path`` for this process: ``<path>.lock`` with host and pid. A stale lock
-    (dead process on this host) is replaced; ``taken_over`` then names its owner so the caller can warn."""
-
-    path: Path
-    taken_over: LockOwner | None = field(default=None, init=False)
-
-    @property
-    def lock(self) -> Path:
-        return lock_path(self.path)
-
-    def acquire(self, wait_s: float = 0.0) -> None:
-        """Take the lock; a live owner is waited for up to ``wait_s`` seconds, then refused."""
-        deadline = time.monotonic() + wait_s
-        attempts = 0
-        while attempts < 2:
-            attempts += 1
-            try:
-                fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                owner = read_lock(self.lock)
-                if owner is None:
-                    continue
-                if owner.alive and time.monotonic() < deadline:
-                    attempts = 0
-                    time.sleep(0.05)
-                    continue
-                if owner.alive:
-                    raise AudioICLError(
-                        f"results file is being written by process {owner.pid} on {owner.host} "
-                        f"(lock {self.lock}; delete it if that process is gone)",
-                        file=str(self.path),
-                    ) from None
-                self.taken_over = owner
-                self.lock.unlink(missing_ok=True)
-                continue
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"host": socket.gethostname(), "pid": os.getpid()}, handle)
-            return
-        raise AudioICLError(f"could not create the lock {self.lock}", file=str(self.path))
-
-    def release(self) -> None:
-        owner = read_lock(self.lock)
-        if owner is not None and owner.pid == os.getpid() and owner.host == socket.gethostname():
-            self.lock.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- log

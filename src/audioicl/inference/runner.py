@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,14 +37,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from audioicl import __version__
-from audioicl.backends import Backend, load_backend, parse_model_spec
+from audioicl.backends import Backend, load_backend
 from audioicl.backends.base import GenerationConfig, Request, Response, Workload
-from audioicl.dataset.download import dataset_source
 from audioicl.dataset.meta import find_meta_files, iter_meta, k_of
 from audioicl.dataset.sidecar import Sidecar, load_sidecar
 from audioicl.errors import AudioICLError, refuse_duplicate_ids
-from audioicl.files import write_atomic
+from audioicl.files import FileLock
 from audioicl.prompts.build import Prompt, build_prompt
 from audioicl.prompts.chat import AudioPart, Chat, render_text
 from audioicl.prompts.clips import MORSE_TASK, ClipStore, load_morse_bank, pad_chats
@@ -56,10 +53,8 @@ from audioicl.records import Episode, Result
 from audioicl.tasks import TASKS
 
 from .options import RUN_ORDERS, Report, RunOptions, RunOrder, Shard
-from .record import Record, dumps_record, model_run_record, record_conflicts, run_record_name
-from .results import FileLock, ResultsLog, drop_error_lines, results_name
-
-RECORD_LOCK_WAIT_S = 30.0  # another run of the same model in the folder holds the record only briefly
+from .record import new_run_record, update_run_record, with_backend
+from .results import ResultsLog, drop_error_lines, results_name
 
 
 def _stderr(message: str) -> None:
@@ -162,117 +157,6 @@ def _meta_files(options: RunOptions) -> dict[int, Path]:
             file=str(options.data),
         )
     return {k: found[k] for k in options.shots}
-
-
-# --------------------------------------------------------------------------- <model>_run.json
-
-
-def _sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _dataset_fingerprint(data: Path) -> str | None:
-    manifest = data / "manifest.json"
-    if not manifest.is_file():
-        return None
-    try:
-        fingerprint = json.loads(manifest.read_text(encoding="utf-8")).get("fingerprint")
-    except (ValueError, AttributeError):
-        fingerprint = None
-    return fingerprint if isinstance(fingerprint, str) else _sha256_file(manifest)
-
-
-def _settings(options: RunOptions) -> dict[str, Any]:
-    """The options that change what a result line says; a resumed run must use the same ones (all backend
-    options are recorded; ``record_conflicts`` leaves out those that only change how answers are computed)."""
-    settings: dict[str, Any] = {
-        "model": options.model,
-        "style": options.style,
-        "layout": options.layout,
-        "pad": options.pad,
-        "max_new_tokens": options.max_new_tokens,
-        "morse_bank": options.morse_bank,
-        "seed": options.seed,
-        "prompts_sha256": _sha256_file(options.prompts) if options.prompts else None,
-        "backend_options": dict(sorted(options.backend_options.items())),
-    }
-    if options.pad == "batch":
-        settings["batch_size"] = options.batch_size
-    if options.condition:  # only then: the records of plain runs stay as they were
-        settings["condition"] = options.condition
-    return settings
-
-
-def _run_record(options: RunOptions, metas: Mapping[int, Path], sidecar: Sidecar | None = None) -> Record:
-    """This run's record: what its lines depend on, and (in ``runs``) what it selected. The transcripts a
-    ``transcript`` run shows are a setting: the sidecar's sha256, or ``perceived`` without one."""
-    settings = _settings(options)
-    if options.control == "transcript":
-        settings["transcripts"] = sidecar.sha256 if sidecar else "perceived"
-    return {
-        "audioicl_version": __version__,
-        "data": str(options.data.resolve()),
-        "dataset_fingerprint": _dataset_fingerprint(options.data),
-        "dataset_source": dataset_source(options.data),  # repo and commit of a downloaded dataset
-        "model": options.model,
-        "model_name": options.model_name,
-        "settings": settings,
-        "prompts": str(options.prompts.resolve()) if options.prompts else None,
-        "shard": str(options.shard) if options.shard else None,
-        "meta_sha256": {str(k): _sha256_file(path) for k, path in metas.items()},
-        "runs": [
-            {
-                "shots": list(metas),
-                "tasks": list(options.tasks) if options.tasks else None,
-                "limit": options.limit,
-                "batch_size": options.batch_size,
-                "backend_options": dict(sorted(options.backend_options.items())),
-                "retry_errors": options.retry_errors,
-                "audioicl_version": __version__,
-                **({"k0_from": metas[0].name} if 0 in metas and k_of(metas[0]) != 0 else {}),
-            }
-        ],
-    }
-
-
-def _merge_record(found: tuple[Path, Record] | None, record: Record) -> Record:
-    """``record`` added to the model's earlier record; refused when a setting that changes results differs."""
-    if found is None:
-        return record
-    path, earlier = found
-    conflicts = record_conflicts(earlier, record)
-    if conflicts:
-        raise AudioICLError(
-            f"this folder holds results of model {record['model_name']!r} made with other settings "
-            f"({'; '.join(conflicts)}); use another --out, or --name for a separate set of files",
-            file=str(path),
-        )
-    return {
-        **record,
-        "meta_sha256": {**(earlier.get("meta_sha256") or {}), **record["meta_sha256"]},
-        "runs": [*(earlier.get("runs") or []), *record["runs"]],
-    }
-
-
-def _with_backend(record: Record, backend: Backend) -> Record:
-    """The record with what the loaded backend says of itself (versions, checkpoint hash, dtype, device),
-    kept per run since a resumed run may load it elsewhere."""
-    run = {**record["runs"][-1], "backend": backend.name, "backend_info": dict(backend.info)}
-    return {**record, "backend": backend.name, "runs": [*record["runs"][:-1], run]}
-
-
-def _update_run_record(folder: Path, record: Record, write: bool = True) -> None:
-    """Check this run against the model's record in ``folder`` and (``write``) add it, under the record's
-    lock; a conflict raises before anything is written."""
-    path = folder / run_record_name(record["model_name"])
-    lock = FileLock(path)
-    lock.acquire(wait_s=RECORD_LOCK_WAIT_S)
-    try:
-        merged = _merge_record(model_run_record(folder, record["model_name"]), record)
-        if write:
-            write_atomic(path, dumps_record(merged), durable=True)
-    finally:
-        lock.release()
 
 
 # --------------------------------------------------------------------------- prompts and lines
@@ -465,7 +349,7 @@ def run_window(
 ) -> tuple[list[Result], str | None]:
     """Result lines for ``window`` (in its order) and the error of a backend call that raised, if any.
     ``built``: the window already prepared (``prepare_window``)."""
-    model = maker.options.model
+    model = str(maker.options.model)
     built = built or prepare_window(maker, backend, window)
     requests = built.requests
     started = time.perf_counter()
@@ -600,7 +484,7 @@ def run(options: RunOptions, report: Report = _stderr, backend: Backend | None =
 
     folder = options.folder
     folder.mkdir(parents=True, exist_ok=True)
-    record = _run_record(options, metas, sidecar)
+    record = new_run_record(options, metas, sidecar)
 
     locks = [FileLock(folder / results_name(options.model_name, k)) for k in selected]
     acquired: list[FileLock] = []
@@ -611,12 +495,12 @@ def run(options: RunOptions, report: Report = _stderr, backend: Backend | None =
             acquired.append(lock)
             if lock.taken_over:
                 report(f"warning: took over the stale lock {lock.lock} of dead process {lock.taken_over.pid}")
-        _update_run_record(folder, record, write=False)
+        update_run_record(folder, record, write=False)
         backend = given or load_backend(
             options.model, workload(selected, bank), seed=options.seed, **options.backend_options
         )
-        _update_run_record(folder, _with_backend(record, backend))
-        family = getattr(backend, "family", None) or system_family(parse_model_spec(options.model).name)
+        update_run_record(folder, with_backend(record, backend))
+        family = getattr(backend, "family", None) or system_family(options.model.name)
         maker = PromptMaker(
             options, prompt_set, family, bank, ClipStore(options.data), backend.max_clip_seconds, study
         )

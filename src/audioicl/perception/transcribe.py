@@ -1,32 +1,12 @@
-"""Text transcripts of clips: what a perfect listener would write down, for the ``transcript`` condition.
+"""Transcripts perceived from the audio, for the clips a dataset's transcript sidecar lacks.
 
-The condition replaces every clip of a prompt by its transcript, so the same rule is learned from text with
-perfect perception (audio ICL against text ICL). A transcript says what is in the clip and never more: the
-events placed and when, durations where duration is what is heard, the spoken digits and the sounds between
-them by name, the Morse dots and dashes, which sound plays. It never names a label or a rule (no count, no
-sum, no decoded word, no "anomalous").
-
-Where they come from:
-
-- **built**: the builder writes ``meta/transcripts.jsonl`` beside the meta files (one line per audio file,
-  ``{"audio_path": ..., "transcript": ...}``, sorted by path; the meta format is unchanged) from what it
-  placed. Sound identities are a one-shot's family and an opaque token (``clap #3f9a2c``), the same
-  in every episode.
-- **perceived**: for a clip the sidecar lacks (the released dataset has none), ``perceive`` writes it from
-  the audio with ``audioicl.perception``, in the same forms; identities are numbered per episode
-  (``sound 1``). Machine recordings are always perceived: what the builder placed in them is a fault by name,
-  and a listener hears sound, so their transcript is a set of measurements (``measured: ...``) alike for
-  every clip.
-
-The forms (each function below writes one, ``read`` reads any of them back, for the built-in solvers)::
-
-    10.00 s: the same kick sound at 0.52, 2.10, 7.33 s                      events (AudioCount)
-    10.00 s: a sound at 0.52, 2.10 s over continuous background noise        events (AudioCountHard)
-    12.00 s: noise with short percussive sounds; digital silence 5.20-5.90 s  timeline (AudioLength(Hard))
-    spoken "seven", then clap #3f9a2c, then spoken "four"                    spoken (AudioOperator(Hard))
-    Morse tone: .--. .-.. .- -. -                                            morse (MorseCode, the bank)
-    snare #0e41d7, then kick #a2290c, then snare #0e41d7                     sounds (AudioRemap)
-    10.00 s machine sound, measured: spectrum dB ...; ...                    measured (AnomalyDetect)
+``perceive`` writes a clip's transcript from the audio with ``audioicl.perception.measure``, in the same
+forms as the built ones (``audioicl.tasks.transcripts``, which says what a transcript may and may not say),
+for every clip the sidecar (``audioicl.dataset.sidecar``) lacks: all of them in the released dataset, which
+has none.
+Identities are numbered per episode (``sound 1``). Machine recordings are always perceived: what the builder
+placed in them is a fault by name, and a listener hears sound, so their transcript is a set of measurements
+(``measured: ...``) alike for every clip.
 """
 
 from __future__ import annotations
@@ -56,7 +36,7 @@ SPOKEN_TASKS = {"AudioOperator": 2, "AudioOperatorHard": 3}
 
 @dataclass(frozen=True)
 class Heard:
-    """A clip to transcribe: its samples and their digest (``prompts.AudioPart``), the group it belongs to
+    """A clip to transcribe: its samples and their digest (``prompts.chat.AudioPart``), the group it belongs to
     (a demo's number, 0 for the query, -1 for the Morse bank) and its role in a multi-clip group."""
 
     wave: np.ndarray
@@ -85,7 +65,7 @@ def _memo(name: str, clip: Heard, measure):
 
 
 def machine_groups(f: np.ndarray) -> dict[str, list[float]]:
-    """``perception.anomaly_features`` (level-free, made for the kinds of machine fault) in named groups:
+    """``perception.measure.anomaly_features`` (level-free, made for the kinds of machine fault) in named groups:
     the 48-band long-term spectrum averaged to 8 bands, high-band tonality, the mean spectral kurtosis and
     energy spread over their 12 bands, the modulation spectrum of the whole band at 7 rates, each envelope
     band's strongest line, event count and periodicity, kurtosis and crest factor."""
@@ -189,7 +169,7 @@ def _alone(task: str, clip: Heard) -> str:
 def perceive(task: str, clips: Sequence[Heard]) -> list[str]:
     """Transcripts of an episode's clips (in the order given: bank, demos, query) from their audio.
 
-    Count tasks list the onsets of the one repeated sound (``perception.event_onsets``), length tasks the
+    Count tasks list the onsets of the one repeated sound (``perception.measure.event_onsets``), length tasks the
     duration and the runs of digital silence, operator tasks the recognised digits and the sounds between
     them numbered per episode, MorseCode the dot-dash codes, AudioRemap each MIX as the references it
     matches, AnomalyDetect the measurements. Tasks the toolkit does not know get the count form."""

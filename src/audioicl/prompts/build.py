@@ -1,7 +1,7 @@
-"""Episode → typed chat (SPEC §4): layouts, instruction styles, system prompts, prompt files, padding.
+"""Episode → typed chat (SPEC §4): an episode's clips and shown labels laid out as the messages of a ``Chat``.
 
-A ``Chat`` holds the messages a model sees (text and audio parts) and ``items``, the structured view of the
-clips in presentation order with the labels the prompt shows. The query's target clip never carries its
+``build_prompt`` loads the episode's clips (``prompts.clips``) and lays them out in a frame: the system prompt
+and instruction of the prompt set (``prompts.sets``) and a layout. The query's target clip never carries its
 label, so no backend can see the answer.
 
 Original layout (default): a system message, then one user turn::
@@ -16,9 +16,9 @@ Multi-clip tasks tag clips ``Demo <i> <role>`` / ``Query <role>``; a Morse alpha
 first as ``Letter A`` .. ``Letter Z``. The multi-turn layout puts each demo in its own user turn (ending in
 ``Label:``) with its label as the assistant's answer, then the query turn.
 
-A chat keeps its ``frame`` (system prompt, instruction, layout), so that a study condition (``controls``) can
-change its items (a label redrawn, a clip replaced by noise or by a transcript, a clip removed) and lay it out
-again exactly as ``build_prompt`` would have. An item without audio shows its transcript in its place
+A chat keeps its ``frame``, so that a study condition (``prompts.controls``) can change its items (a label
+redrawn, a clip replaced by noise or by a transcript, a clip removed) and lay it out again exactly as
+``build_prompt`` would have (``with_items``). An item without audio shows its transcript in its place
 (``[Demo Audio 1] (transcript: ...) Label: 7``) or nothing (``[Demo Audio 1] Label: 7``).
 """
 

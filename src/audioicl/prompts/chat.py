@@ -1,4 +1,10 @@
-"""prompts part: prompts.chat."""
+"""The typed chat a backend gets: text and audio parts, messages, the items shown and the frame.
+
+A ``Chat`` holds the messages a model sees (text and audio parts) and ``items``, the structured view of the
+clips in presentation order with the labels the prompt shows, and its ``frame`` (system prompt, instruction,
+layout) so it can be laid out again. An ``AudioPart`` names its clip by a digest of the samples, never by a
+path. ``render_text`` is a chat's text view.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""prompts part: prompts.clips."""
+"""The audio a prompt carries: a dataset's clips loaded once (``ClipStore``; ``SilentClips`` reads none), the
+Morse alphabet bank shown before MorseCode demos, and trailing zero padding of a chat's clips as the original
+did (``pad_chats``).
+"""
 
 from __future__ import annotations
 

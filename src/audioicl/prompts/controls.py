@@ -13,7 +13,7 @@ built-in solvers included, gets every condition for free. What a control changes
   chance.
 - ``swapped-query``: the query clip taken from another episode of the same task, the label unchanged: what
   a model scores from the demos and the prompt alone, with real audio in the query's place.
-- ``transcript``: every clip replaced by a text transcript of what it contains (``transcripts``): the same
+- ``transcript``: every clip replaced by a text transcript of what it contains (``tasks.transcripts``): the same
   rule learned from text with perfect perception.
 
 Randomness (redrawn labels, noise, the partner episode) comes from the run seed and the episode id, never

@@ -1,4 +1,6 @@
-"""prompts part: prompts.sets."""
+"""The prompt's wording (SPEC §4): system prompts per model family, the instruction styles (``specific``: the
+task's own, ``general``: one task-agnostic instruction, ``none``) and prompt files that replace any of them.
+"""
 
 from __future__ import annotations
 

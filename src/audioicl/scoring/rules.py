@@ -1,10 +1,15 @@
-"""scoring part: scoring.rules."""
+"""The original's scoring rules per task (SPEC §5): how a response and its ground truth are read, the verdict.
+
+The default rules reproduce the original evaluation script exactly, quirks included (``"3.5"`` reads as 5,
+``"not normal"`` reads as normal, a null ``gt`` and an empty response are equal under the text rule). The
+opt-in strict rules accept only a response that is the bare answer.
+"""
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 INT_TASKS = frozenset(
@@ -48,7 +53,7 @@ class Verdict:
     prediction: object
 
 
-_UNPARSED = Verdict(False, False, None)
+UNPARSED = Verdict(False, False, None)
 _EMPTY_BUT_RIGHT = Verdict(True, False, None)
 
 
@@ -143,12 +148,12 @@ class Rule:
 
     def judge(self, response: object, gt: object) -> Verdict:
         if response is None:
-            return _UNPARSED
+            return UNPARSED
         prediction = self.read_response(response)
         if prediction is None:
-            return _UNPARSED
+            return UNPARSED
         if prediction == "":  # the text rule: unparsed, yet right when gt is empty too (as the original)
-            return _EMPTY_BUT_RIGHT if self.read_gt(gt) == "" else _UNPARSED
+            return _EMPTY_BUT_RIGHT if self.read_gt(gt) == "" else UNPARSED
         return Verdict(prediction == self.read_gt(gt), True, prediction)
 
 
@@ -168,11 +173,15 @@ _TEXT_RULE = Rule(normalize_text, _GT_TEXT)
 _STRICT_TEXT_RULE = Rule(_strict_text, _GT_TEXT)
 
 
+def rule_table(*, strict: bool = False) -> tuple[Mapping[str, Rule], Rule]:
+    """The rules by task name and the rule for any other task (normalised text): for a loop over many lines."""
+    return (_STRICT_RULES, _STRICT_TEXT_RULE) if strict else (_RULES, _TEXT_RULE)
+
+
 def rule_for(task: str, *, strict: bool = False) -> Rule:
     """The original's rule for ``task`` (SPEC §5): numeric, anomaly, remap, else normalised text."""
-    if strict:
-        return _STRICT_RULES.get(task, _STRICT_TEXT_RULE)
-    return _RULES.get(task, _TEXT_RULE)
+    rules, fallback = rule_table(strict=strict)
+    return rules.get(task, fallback)
 
 
 def judge(task: str, response: str | None, gt: object, *, strict: bool = False) -> Verdict:

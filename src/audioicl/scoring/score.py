@@ -1,12 +1,10 @@
-"""Scoring results against ground truth: the original's rules per task (SPEC §5), aggregation, CSV output.
+"""Scoring result folders against ground truth (SPEC §5): result files found, each line judged by the rules
+(``scoring.rules``), accuracies per (model, shots, task) with their intervals (``scoring.stats``), CSV output.
 
-The default numbers reproduce the original evaluation script exactly, quirks included (``"3.5"`` reads as 5,
-``"not normal"`` reads as normal, a null ``gt`` and an empty response are equal under the text rule).
-Our additions never change them: unparsed responses and error lines (``status: "error"``: episodes a run
-could not ask, e.g. for a missing clip) counted separately (both stay in the denominator, as wrong), Wilson
-intervals, a cluster-bootstrap interval over query clips (where a query clip serves several episodes, as in
-the released data, the episodes are not independent and the Wilson interval is too narrow), and an opt-in
-strict mode that only accepts a response that is the bare answer.
+The default numbers are the original's. Our additions never change them: unparsed responses and error lines
+(``status: "error"``: episodes a run could not ask, e.g. for a missing clip) counted separately (both stay in
+the denominator, as wrong), Wilson and cluster-bootstrap intervals, and an opt-in strict mode
+(``ScoreOptions.strict``) that only accepts a response that is the bare answer.
 
 Everything here is a plain function over typed records so the report module can reuse it:
 ``find_result_files`` → ``iter_scored_lines`` / ``score_files`` → ``write_summary`` → ``read_summary``.
@@ -25,9 +23,9 @@ from pathlib import Path
 
 from audioicl.dataset.meta import find_meta_files, id_in_broken_line, read_meta
 from audioicl.errors import AudioICLError
-from audioicl.inference.results import RESULTS_PATTERN
+from audioicl.inference.results import RESULTS_PATTERN, read_result_lines
 
-from .rules import _RULES, _STRICT_RULES, _STRICT_TEXT_RULE, _TEXT_RULE, _UNPARSED, Verdict
+from .rules import UNPARSED, Verdict, rule_table
 from .stats import cluster_bootstrap, wilson_interval
 
 SUMMARY_HEADER = ("model", "shots", "task", "accuracy", "n")
@@ -135,20 +133,6 @@ class ScoredLine:
     query_clip: str | None = None  # the query clip's audio path, when the line or the dataset tells
 
 
-def read_result_lines(path: Path) -> list[str]:
-    """The file's lines as the original's text-mode reading sees them (``\\n``, ``\\r\\n`` and ``\\r`` end
-    a line; ``str.splitlines`` would also split on characters JSON strings may hold, such as U+2028)."""
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise AudioICLError(f"not UTF-8 text ({exc.reason})", file=str(path), line=line) from None
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text.split("\n")
-
-
 def _line_problem(text: str) -> str:
     """What is wrong with a result line that is not one JSON object."""
     try:
@@ -167,8 +151,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
     query_clip)``: the aggregation's hot loop, which needs no record per line."""
     keys = options.keys
     response_key, gt_key, task_key, id_key = keys.response, keys.gt, keys.task, keys.id
-    rules = _STRICT_RULES if options.strict else _RULES
-    fallback = _STRICT_TEXT_RULE if options.strict else _TEXT_RULE
+    rules, fallback = rule_table(strict=options.strict)
     # json.loads minus its whitespace handling and wrapper (lines are stripped): about twice as fast.
     # scan_once is what JSONDecoder.raw_decode calls; it raises StopIteration where nothing parses.
     scan = _DECODER.scan_once
@@ -190,7 +173,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
                     line=number,
                     id=episode,
                 )
-            yield number, episode, "", None, None, _UNPARSED, True, False, None
+            yield number, episode, "", None, None, UNPARSED, True, False, None
             continue
         task = record.get(task_key, "")
         if type(task) is not str:

@@ -1,4 +1,7 @@
-"""scoring part: scoring.stats."""
+"""Intervals for an accuracy: the Wilson score interval, and a cluster bootstrap over query clips (where a
+query clip serves several episodes, as in the released data, the episodes are not independent and the Wilson
+interval is too narrow).
+"""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ class CorpusInfo:
     """What a corpus is: the same in the registry and in the record of a fetched copy."""
 
     name: str  # its folder under DIR
-    kind: str  # the sound kind it provides (``sources.SOURCE_KINDS``)
+    kind: str  # the sound kind it provides (``sources.banks.SOURCE_KINDS``)
     title: str
     version: str
     homepage: str

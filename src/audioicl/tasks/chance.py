@@ -1,4 +1,6 @@
-"""report.accuracy part: tasks.chance."""
+"""What guessing scores per task (a uniform guess over its label space) and the benchmark's task order, for
+the report, study and audit tables.
+"""
 
 from __future__ import annotations
 

@@ -203,7 +203,7 @@ def original_construction(options: BuildOptions) -> BuildOptions:
 @dataclass(frozen=True)
 class PlannedFile:
     """A file of the dataset: its path relative to the root, how to make its audio (called only when
-    the file does not exist yet) and how to write its transcript (``audioicl.transcripts``: what was placed
+    the file does not exist yet) and how to write its transcript (``audioicl.tasks.transcripts``: what was placed
     in it, never its label; None: the clip has none, it is measured from the audio when asked for)."""
 
     path: str

@@ -1,4 +1,25 @@
-"""transcripts part: tasks.transcripts."""
+"""Text transcripts of clips, for the ``transcript`` condition: the text forms, written and read back.
+
+The condition replaces every clip of a prompt by its transcript, so the same rule is learned from text with
+perfect perception (audio ICL against text ICL). A transcript says what is in the clip and never more: the
+events placed and when, durations where duration is what is heard, the spoken digits and the sounds between
+them by name, the Morse dots and dashes, which sound plays. It never names a label or a rule (no count, no
+sum, no decoded word, no "anomalous").
+
+A transcript is either built, from what the builder placed (the tasks write it; sound identities are a
+one-shot's family and an opaque token, ``clap #3f9a2c``, the same in every episode; stored in the dataset's
+``meta/transcripts.jsonl``, ``audioicl.dataset.sidecar``), or perceived from the audio
+(``audioicl.perception.transcribe``). Both use the same forms (each function below writes one, ``read`` reads
+any of them back, for the built-in solvers)::
+
+    10.00 s: the same kick sound at 0.52, 2.10, 7.33 s                      events (AudioCount)
+    10.00 s: a sound at 0.52, 2.10 s over continuous background noise        events (AudioCountHard)
+    12.00 s: noise with short percussive sounds; digital silence 5.20-5.90 s  timeline (AudioLength(Hard))
+    spoken "seven", then clap #3f9a2c, then spoken "four"                    spoken (AudioOperator(Hard))
+    Morse tone: .--. .-.. .- -. -                                            morse (MorseCode, the bank)
+    snare #0e41d7, then kick #a2290c, then snare #0e41d7                     sounds (AudioRemap)
+    10.00 s machine sound, measured: spectrum dB ...; ...                    measured (AnomalyDetect)
+"""
 
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from audioicl.errors import AudioICLError
-from audioicl.inference.record import LEGACY_RUN_FILE, run_record_name
+from audioicl.inference.record import LEGACY_RUN_FILE, read_run_record, run_record_name
+from audioicl.inference.results import read_result_lines
 from audioicl.scoring.rules import Verdict
-from audioicl.scoring.score import ScoredLine, find_result_files, iter_scored_lines, read_result_lines
+from audioicl.scoring.score import ScoredLine, find_result_files, iter_scored_lines
 from audioicl.tasks.chance import order_tasks
 
 RUN_DATA_KEY = "data"  # the data root, as the runner writes <model>_run.json
@@ -47,10 +47,7 @@ class Example:
 
 
 def _recorded_root(run_file: Path) -> Path | None:
-    try:
-        value = json.loads(run_file.read_text(encoding="utf-8")).get(RUN_DATA_KEY)
-    except (json.JSONDecodeError, AttributeError) as exc:
-        raise AudioICLError(f"cannot read run description: {exc}", file=str(run_file)) from None
+    value = (read_run_record(run_file) or {}).get(RUN_DATA_KEY)
     return run_file.parent / value if isinstance(value, str) and value else None
 
 

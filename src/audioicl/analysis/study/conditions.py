@@ -1,15 +1,30 @@
-"""study part: analysis.study.conditions."""
+"""The study's conditions: what each one runs (instruction style, control, probe), the model name its results
+get, and what it tells (``audioicl study``; ``CONDITIONS`` in this order):
+
+| name | model name | k | what it tells |
+|---|---|---|---|
+| ``plain`` | ``<m>`` | 0..K | audio ICL; k = 0 is zero-shot (instruction and query) |
+| ``general``, ``none`` | ``<m>+style-general`` ... | 0..K | how much the instruction carries |
+| ``random-labels`` | ``<m>+random-labels`` | 1..K | whether the demos' labels are used |
+| ``no-audio`` | ``<m>+no-audio`` | 1..K | the model's own text-only floor |
+| ``noise-query``, ``swapped-query`` | ``<m>+noise-query`` ... | 1..K | whether the query is listened to |
+| ``transcript`` | ``<m>+transcript`` | 1..K | text ICL with perfect perception |
+| ``probe`` | ``<m>+probe`` | 0 | perception: the perceptual question asked directly |
+
+``FLOOR_SPEC`` is the text-only floor the study runs beside the model.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from audioicl.backends import ModelSpec
 from audioicl.errors import AudioICLError
 from audioicl.inference.options import CONDITION_MARK
 from audioicl.prompts.controls import CONTROLS
 from audioicl.prompts.sets import Style
 
-FLOOR_SPEC = "builtin:text-only"
+FLOOR_SPEC = ModelSpec("builtin", "text-only")
 
 
 @dataclass(frozen=True)

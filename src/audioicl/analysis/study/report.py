@@ -1,8 +1,8 @@
 """The study report: what did the model learn from the shots? (``audioicl study``)
 
-From one results folder holding a model's conditions (``study.CONDITIONS``) and its summary CSV:
+From one results folder holding a model's conditions (``study.conditions.CONDITIONS``) and its summary CSV:
 
-1. claims the numbers support, each decided by paired tests (``paired``) with the Holm correction over
+1. claims the numbers support, each decided by paired tests (``analysis.compare``) with the Holm correction over
    every test of the report, or marked as not tested when its conditions were not run;
 2. per task, side by side at the largest k: perception (probe), text ICL (transcript), audio ICL, zero-shot,
    the in-context gain, the model's own text-only floor (no-audio), the other controls and instruction

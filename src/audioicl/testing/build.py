@@ -1,0 +1,220 @@
+"""Random-weight checkpoints of the three audio-language families, for tests and GPU performance work.
+
+``tiny_checkpoint(family, out_dir)`` writes, offline and in seconds, a folder that loads exactly like the real
+checkpoint: ``AutoProcessor.from_pretrained(dir)`` gives the family's processor class (tokenizer, 128-bin
+``WhisperFeatureExtractor`` and, for the Omni families, image and video processors), and the family's model class
+loads the weights with ``from_pretrained(dir)``. The model has 2 small layers but keeps the real audio encoder's
+downsampling (Qwen2-Audio and Qwen2.5-Omni: 25 audio tokens per second; Qwen3-Omni: 13 per 100-frame second),
+the real chat template and the real special tokens, so prompt rendering, placeholder expansion and
+generation run through the same transformers code as the real models.
+
+``full_size_model(family)`` builds the real full-size configuration (Qwen2-Audio-7B, the Qwen2.5-Omni-7B
+thinker, the Qwen3-Omni-30B-A3B thinker) with random weights directly on the device, plus a processor whose
+(tiny) tokenizer gives the special tokens the real ids, for throughput measurements where the weights do not
+matter but the shapes and the cost do. ``audio_tokens`` counts the placeholder tokens a clip costs.
+
+``thinker_only=False`` (the default for the Omni families) writes the real checkpoints' full layout
+(``audioicl.testing.configs`` describes it): the full Omni config with a tiny talker and vocoder and the
+weights of the whole model, as ``save_pretrained`` of the full class writes them. ``thinker_only=True`` writes
+a thinker-only folder (``model_type`` ``qwen2_5_omni_thinker`` / ``qwen3_omni_moe_thinker``), the layout of
+thinker-only exports.
+
+Needs the ``hf`` extra (torch, transformers, torchvision for the Omni processors' video processor), imported
+on first use.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from audioicl.testing.configs import (
+    Family,
+    family,
+    full_config,
+    tiny_config,
+    tiny_omni_config,
+    with_head_dim,
+)
+from audioicl.testing.templates import make_tokenizer
+
+SAMPLE_RATE = 16_000  # the real feature extractors' sampling_rate (preprocessor_config.json)
+
+
+def audio_tokens(family_name: str, samples: int, longest: int | None = None) -> int:
+    """Audio placeholder tokens the family's processor spends on a clip of ``samples`` at 16 kHz.
+
+    The encoders' downsampling, written out from the real models: mel frames are 10 ms (160 samples), a started
+    frame counts; Qwen2-Audio and Qwen2.5-Omni pad and cut every clip to their window (30 s, 300 s) and halve
+    twice (a stride-2 convolution, then pooling: 25 tokens per second); Qwen3-Omni spends 13 tokens per full
+    100-frame chunk and three stride-2 convolutions on the rest. Qwen3-Omni's processor pads only to the longest
+    clip of the call (``longest``, default this clip) and drops that clip's last started frame: a clip's count
+    can depend on its batch mates unless clip lengths are multiples of 160 samples.
+    """
+    spec = family(family_name)
+    frames = -(-samples // 160)
+    if spec.name == "qwen3-omni":
+        frames = min(frames, max(samples, longest or 0) // 160)
+        rest = frames % 100
+        return frames // 100 * 13 + (((rest - 1) // 2 + 1 - 1) // 2 + 1 - 1) // 2 + 1
+    frames = min(frames, spec.chunk_length * 100)
+    return ((frames - 1) // 2 + 1 - 2) // 2 + 1
+
+
+# --------------------------------------------------------------------------- processor
+
+
+def _processor(spec: Family, real_ids: bool):
+    """The family's processor class around the tiny tokenizer, with the real feature extractor settings."""
+    import transformers
+
+    feature_extractor = transformers.WhisperFeatureExtractor(
+        feature_size=128,
+        sampling_rate=SAMPLE_RATE,
+        hop_length=160,
+        chunk_length=spec.chunk_length,
+        n_fft=400,
+        padding_value=0.0,
+        return_attention_mask=True,
+    )
+    parts: dict[str, Any] = {
+        "feature_extractor": feature_extractor,
+        "tokenizer": make_tokenizer(spec.special_tokens, spec.named_tokens, real_ids=real_ids),
+    }
+    if spec.named_tokens:
+        # The Omni processors hold image and video processors even for audio-only use (the video processor
+        # needs torchvision). Patch sizes as the real preprocessor_config.json: 14 (Qwen2.5-Omni), 16 (Qwen3-Omni).
+        vision = {"patch_size": spec.image_patch_size, "temporal_patch_size": 2, "merge_size": 2}
+        parts["image_processor"] = transformers.Qwen2VLImageProcessor(**vision)
+        parts["video_processor"] = transformers.Qwen2VLVideoProcessor(**vision)
+    return getattr(transformers, spec.processor_class)(chat_template=spec.chat_template, **parts)
+
+
+# --------------------------------------------------------------------------- models
+
+
+def _config(data: dict[str, Any]):
+    """A transformers config object from config.json content (its ``model_type`` picks the class)."""
+    from transformers import AutoConfig
+
+    data = copy.deepcopy(data)
+    return AutoConfig.for_model(data.pop("model_type"), **data)
+
+
+def _model_class(name: str):
+    import transformers
+
+    return getattr(transformers, name)
+
+
+def _seeded_model(cls, config, seed: int, dtype: Any = None, device: Any = None):
+    """``cls(config)`` with weights drawn from torch's generator seeded with ``seed``; the global state is kept.
+
+    Parameters that transformers' own initialisation leaves as allocated memory (transformers 5.24 does so for
+    the Qwen3-Omni talker's experts) would make the weights differ from run to run: they are allocated as NaN
+    (torch's deterministic mode) and then drawn from N(0, 0.02) like the rest.
+    """
+    import torch
+
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    with torch.random.fork_rng(devices=[]), torch.device(device or "cpu"):
+        torch.manual_seed(seed)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            model = cls._from_config(config, dtype=dtype or torch.float32)
+        finally:
+            torch.use_deterministic_algorithms(deterministic)
+        if device != "meta":
+            with torch.no_grad():
+                for tensor in (*model.parameters(), *model.buffers()):
+                    if tensor.is_floating_point() and bool(tensor.isnan().any()):
+                        tensor.normal_(0.0, 0.02)
+    return model.eval()
+
+
+def _user_token_id(tokenizer) -> int:
+    (user,) = tokenizer("user", add_special_tokens=False).input_ids
+    return user
+
+
+def tiny_checkpoint(
+    family_name: str,
+    out_dir: str | Path,
+    seed: int = 0,
+    *,
+    thinker_only: bool = False,
+    head_dim: int | None = None,
+) -> Path:
+    """Write a tiny random-weight checkpoint of ``family_name`` to ``out_dir`` and return the folder.
+
+    Loads with ``AutoProcessor.from_pretrained(out_dir)`` and ``<Family.model_class>.from_pretrained(out_dir)``.
+    The same ``seed`` writes the same weights. ``thinker_only`` (Omni families) writes a thinker-only folder
+    instead of the full Omni layout of the real checkpoints. ``head_dim`` (default: 16, the tiny width) sets
+    the text model's attention head size; vLLM's CPU attention needs 64.
+    """
+    spec = family(family_name)
+    if thinker_only and spec.full_class is None:
+        raise ValueError(f"{family_name} has no thinker: thinker_only applies to the Omni families")
+    out = Path(out_dir)
+    processor = _processor(spec, real_ids=False)
+    tokenizer = processor.tokenizer
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in spec.special_tokens}
+    thinker = tiny_config(spec, ids, vocab=len(tokenizer), user_id=_user_token_id(tokenizer))
+    if head_dim is not None:
+        thinker = with_head_dim(thinker, head_dim)
+    model = _seeded_model(_model_class(spec.model_class), _config(thinker), seed)
+    if spec.full_class is not None and not thinker_only:
+        # The same thinker weights in both layouts: a test of one layout holds for the other.
+        full = _seeded_model(
+            _model_class(spec.full_class), _config(tiny_omni_config(spec, thinker, ids)), seed
+        )
+        full.thinker.load_state_dict(model.state_dict())
+        model = full
+    model.generation_config = _generation_config(ids)
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    return out
+
+
+def _generation_config(ids: dict[str, int]):
+    """Stop at <|im_end|> or <|endoftext|>, pad with <|endoftext|>, as the real generation_config.json."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
+        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
+        pad_token_id=ids["<|endoftext|>"],
+        bos_token_id=ids["<|endoftext|>"],
+    )
+
+
+def full_size_config(family_name: str, *, num_layers: int | None = None):
+    """The real full-size configuration (the thinker's, for the Omni families) as a transformers config.
+
+    ``num_layers`` overrides the depth of the text model and of the audio and vision encoders (for tests).
+    """
+    return _config(full_config(family(family_name), num_layers))
+
+
+def full_size_model(
+    family_name: str,
+    device: Any = "cuda",
+    dtype: Any = None,
+    *,
+    num_layers: int | None = None,
+    seed: int = 0,
+):
+    """``(model, processor)``: the full-size model with random weights made on ``device``, and its processor.
+
+    The weights are created on the device directly (no CPU copy of 30 B parameters), in ``dtype`` (default
+    bfloat16). The processor's tokenizer is the tiny one, with the special tokens at the real ids, so prompts
+    rendered by it are valid input for the full-size model (their ordinary text uses only the first ids of the
+    vocabulary). ``device="meta"`` builds the structure without memory.
+    """
+    import torch
+
+    spec = family(family_name)
+    config = full_size_config(family_name, num_layers=num_layers)
+    model = _seeded_model(_model_class(spec.model_class), config, seed, dtype or torch.bfloat16, device)
+    model.generation_config = _generation_config(spec.special_tokens)
+    return model, _processor(spec, real_ids=True)

@@ -1,0 +1,43 @@
+"""The command line as a user runs it: ``python -m audioicl ARGS`` in a subprocess (``cli.audioicl(*args)``).
+
+pytest puts ``tests/e2e`` on ``sys.path`` for the modules in it (the folder has no ``__init__.py``); a conftest
+module could not be imported by name, so the runner lives here. Each test module binds its own hang guard and
+expected exit status once, e.g. ``audioicl = partial(cli.audioicl, timeout=900, rc=0)``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def command(*args: object, python: str = sys.executable) -> list[str]:
+    """The argument list of ``audioicl ARGS`` (for ``subprocess.Popen``); paths and numbers become strings."""
+    return [python, "-m", "audioicl", *map(str, args)]
+
+
+def audioicl(
+    *args: object,
+    rc: int | None = None,
+    timeout: float = 300,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    python: str = sys.executable,
+) -> subprocess.CompletedProcess:
+    """Run ``audioicl ARGS`` to its end and return the process, its stdout and stderr captured as text.
+
+    rc: the exit status to assert (the message holds the ends of stderr and stdout); None asserts nothing.
+    timeout: seconds before ``subprocess.TimeoutExpired``; it only stops a hung test, nothing is timed.
+    env: the child's whole environment (None: this process's). cwd: its working folder.
+    python: the interpreter whose ``audioicl`` runs (another environment's, for the vLLM tests).
+    """
+    proc = subprocess.run(
+        command(*args, python=python), capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd
+    )
+    if rc is not None:
+        assert proc.returncode == rc, (
+            f"exit {proc.returncode}, expected {rc}\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}"
+        )
+    return proc
