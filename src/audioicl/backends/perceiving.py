@@ -31,21 +31,22 @@ Asked a perception probe (``audioicl.prompts.probes``: the chat's instruction is
 answer what they hear: the count, the duration or non-silent seconds, the spoken digits, the decoded word,
 the MIX spelled with the references' letters, the oracle's verdict against the one normal reference.
 
-Measurements are cached per clip (a hash of its samples) for the life of the process, since
-the same clips come back at every k.
+Measurements are cached per clip (a hash of its samples) in a memo bounded by bytes, since the same clips
+come back at every k.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 
 from audioicl.perception import measure as perception
+from audioicl.perception.memo import Memo
 from audioicl.perception.transcribe import machine_groups
 from audioicl.prompts.chat import AudioPart, Chat, PromptItem
 from audioicl.prompts.probes import PROBE_QUESTIONS
@@ -61,7 +62,7 @@ NORMAL, ANOMALOUS = "Normal", "Anomalous"
 
 # --------------------------------------------------------------------------- measurement cache
 
-_CACHE: dict[tuple[Hashable, ...], object] = {}
+_CACHE = Memo()
 
 
 class Unheard(Exception):
@@ -69,13 +70,11 @@ class Unheard(Exception):
 
 
 def measure(name: str, part: AudioPart | None, fn: Callable[[np.ndarray, int], object]) -> object:
-    """``fn(part.wave, part.sr)``, computed once per process for a clip (its content digest) and ``name``."""
+    """``fn(part.wave, part.sr)``, computed once per process for a clip (its content digest) and ``name``,
+    while it stays among the measurements the memo keeps (``perception.memo``: bounded by bytes)."""
     if part is None:
         raise Unheard(name)
-    key = (name, part.digest)
-    if key not in _CACHE:
-        _CACHE[key] = fn(part.wave, part.sr)
-    return _CACHE[key]
+    return _CACHE.get((name, part.digest), lambda: fn(part.wave, part.sr))
 
 
 # --------------------------------------------------------------------------- the chat, grouped

@@ -27,6 +27,7 @@ from audioicl.tasks.transcripts import (
 )
 
 from . import measure as perception
+from .memo import Memo
 
 # --------------------------------------------------------------------------- perceived transcripts
 
@@ -50,18 +51,12 @@ class Heard:
         return len(self.wave) / self.sr
 
 
-_MEMO: dict[tuple[str, str], object] = {}
-_MEMO_LIMIT = 50_000  # measurements kept per process (a clip recurs at every k and in every condition)
+_MEMO = Memo()  # a clip recurs at every k and in every condition
 
 
 def _memo(name: str, clip: Heard, measure):
-    """``measure(clip)``, once per process for a clip's content and ``name``."""
-    key = (name, clip.digest)
-    if key not in _MEMO:
-        if len(_MEMO) >= _MEMO_LIMIT:
-            _MEMO.clear()
-        _MEMO[key] = measure(clip)
-    return _MEMO[key]
+    """``measure(clip)``, once per process for a clip's content and ``name`` while it stays in the memo."""
+    return _MEMO.get((name, clip.digest), lambda: measure(clip))
 
 
 def machine_groups(f: np.ndarray) -> dict[str, list[float]]:
