@@ -1,4 +1,4 @@
-"""The builder's validity flaws (issue 8), measured on built datasets: one column per dataset root.
+"""The builder's validity flaws (docs/validity.md), measured on built datasets: one column per dataset root.
 
 Every figure is read from what a build wrote (meta files and WAVs), not from the builder's internals, so the
 same script measures a build of any version, or any dataset in the original layout whose audio is on disk:

@@ -10,12 +10,21 @@ answering: ``"429"`` (with ``Retry-After: retry_after``), ``"500"``, ``"drop"`` 
 without an answer), ``"slow"`` (answer after ``slow_s``, longer than the client waits), ``"bad_json"``
 (200 with a body that is not JSON), ``"no_choices"`` (200 with JSON that is not a completion), ``"401"``.
 ``latency(digest)`` delays every answer (default none), so that answers finish out of order.
+``retry_after`` is the header's value, or a function of (digest, attempt) giving it. ``keep_bodies=False``
+logs each request without its body (a load test's thousands of base64 clips would pile up otherwise).
+A request whose body the client stopped sending (it gave up waiting) is counted in ``cut_short``, not
+logged; a client that resets a connection is not reported as an error of the server.
+
+``GET /v1/models`` (the backend's reachability check before a run) answers ``models_status``: 200 with a
+model list as ``vllm serve`` does, or e.g. 401 or 404, which still say that a server is there; each is
+counted in ``model_lists``, not logged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -49,11 +58,16 @@ class Logged:
 class ChatServer:
     plan: Plan = lambda digest, attempt: None  # noqa: E731
     latency: Callable[[str], float] = lambda digest: 0.0  # noqa: E731
-    retry_after: str = "1"
+    retry_after: str | Callable[[str, int], str] = "1"
     slow_s: float = 2.0
     log: list[Logged] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
+    models_status: int = 200
+    model_lists: int = 0
+    port: int = 0  # 0: any free port; another server's port, to stand in for it after it stopped
+    keep_bodies: bool = True
+    cut_short: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -67,7 +81,7 @@ class ChatServer:
         return f"http://{host}:{port}/v1"
 
     def start(self) -> ChatServer:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = _Server(("127.0.0.1", self.port), _handler(self))
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
@@ -85,7 +99,8 @@ class ChatServer:
         with self._lock:
             attempt = self._attempts[digest] = self._attempts.get(digest, 0) + 1
             action = self.plan(digest, attempt) or "answer"
-            self.log.append(Logged(time.monotonic(), digest, attempt, action, body, authorization))
+            kept = body if self.keep_bodies else {}
+            self.log.append(Logged(time.monotonic(), digest, attempt, action, kept, authorization))
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         return digest, attempt, action
@@ -93,6 +108,13 @@ class ChatServer:
     def _end(self) -> None:
         with self._lock:
             self.in_flight -= 1
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet when a client reset its connection (it timed out or gave up); loud otherwise."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
@@ -114,20 +136,38 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):  # the client stopped waiting (a slow answer)
                 self.close_connection = True
 
+        def do_GET(self) -> None:  # noqa: N802
+            with server._lock:
+                server.model_lists += 1
+            if self.path != "/v1/models":
+                self._send(404, b'{"error": {"message": "no such route"}}')
+            elif server.models_status != 200:
+                self._send(server.models_status, b'{"error": {"message": "not for you"}}')
+            else:
+                self._send(200, b'{"object": "list", "data": [{"id": "test-model", "object": "model"}]}')
+
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length", 0))
-            raw = self.rfile.read(length)
+            try:
+                raw = self.rfile.read(length)
+            except ConnectionError:
+                raw = b""
+            if len(raw) < length:  # the client stopped sending: nobody waits for an answer
+                with server._lock:
+                    server.cut_short += 1
+                self.close_connection = True
+                return
             if self.path != "/v1/chat/completions":
                 self._send(404, b'{"error": {"message": "no such route"}}')
                 return
             body = json.loads(raw)
             digest, attempt, action = server._begin(body, self.headers.get("Authorization"))
             try:
-                self._act(body, digest, action)
+                self._act(body, digest, attempt, action)
             finally:
                 server._end()
 
-        def _act(self, body: dict[str, Any], digest: str, action: str) -> None:
+        def _act(self, body: dict[str, Any], digest: str, attempt: int, action: str) -> None:
             if action == "drop":
                 self.close_connection = True
                 self.connection.shutdown(2)
@@ -137,9 +177,9 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             elif server.latency(digest):
                 time.sleep(server.latency(digest))
             if action == "429":
-                self._send(
-                    429, b'{"error": {"message": "rate limited"}}', {"Retry-After": server.retry_after}
-                )
+                wait = server.retry_after
+                wait = wait if isinstance(wait, str) else wait(digest, attempt)
+                self._send(429, b'{"error": {"message": "rate limited"}}', {"Retry-After": wait})
             elif action == "500":
                 self._send(500, b'{"error": {"message": "internal error"}}')
             elif action == "401":

@@ -42,3 +42,55 @@ def quiet(_message: str) -> None:
 def read_jsonl(path: Path) -> list[dict]:
     """The objects of a JSON-lines file (a results file, a meta file), one a line."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def write_bare_meta(root: Path, per_task: int, ks: tuple[int, ...] = (1,)) -> list[tuple[str, str, str]]:
+    """A dataset of meta files only, no audio (the scorer never reads any): ``per_task`` episodes of each of
+    the nine tasks, ids in the released blocks (``AudioICL00001``, ``AudioICL00301``, ...), in benchmark order,
+    one query label per task (``"3"``, ``"plant"``, ``"ABA"``, ``"Normal"``). Returns (id, task, label)."""
+    from audioicl.tasks import TASKS, episode_id, task_names
+
+    labels = {"MorseCode": "plant", "AudioRemap": "ABA", "AnomalyDetect": "Normal"}
+    episodes = [
+        (episode_id(TASKS.get(task), index), task, labels.get(task, "3"))
+        for task in task_names()
+        for index in range(per_task)
+    ]
+    for k in ks:
+        path = root / "meta" / f"meta_k{k}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        demos = [{"audio_path": f"data/d{i}.wav", "label": "3"} for i in range(k)]
+        path.write_text(
+            "".join(
+                json.dumps(
+                    {"id": i, "task": t, "demos": demos, "query": {"audio_path": f"data/{i}.wav", "label": g}}
+                )
+                + "\n"
+                for i, t, g in episodes
+            ),
+            encoding="utf-8",
+        )
+    return episodes
+
+
+def write_results(path: Path, episodes: list[tuple[str, str, str]], respond=lambda gt: gt) -> Path:
+    """One result line per episode (id, task, label), the response made from the label by ``respond``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "".join(
+            json.dumps({"id": i, "task": t, "response": respond(g), "gt": g}) + "\n" for i, t, g in episodes
+        ),
+        encoding="utf-8",
+    )
+    return path
+
+
+def write_run_record(
+    folder: Path, model: str, data: Path, runs: list[dict], shard: str | None = None
+) -> Path:
+    """A minimal ``<model>_run.json``: the data root, each run's selection (``shots``, ``tasks``, ``limit``)."""
+    path = folder / f"{model}_run.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"data": str(data), "model_name": model, "shard": shard, "runs": runs}
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -230,8 +231,111 @@ def test_audit_task_flags_a_copyable_query_and_exempts_the_published_floor(tmp_p
     assert not [f for f in result.failures if not f.startswith("file names")]
 
 
-def test_beats_needs_the_margin_and_significance():
-    assert audit.beats(0.62, 300, 0.5, 5.0)
-    assert not audit.beats(0.54, 300, 0.5, 5.0)  # within the margin
-    assert not audit.beats(0.62, 20, 0.5, 5.0)  # 12 points on 20 episodes: noise
-    assert audit.beats(0.95, 20, 0.5, 5.0)
+def _exact_tail(hits: int, n: int, p: Fraction) -> float:
+    return float(sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(hits, n + 1)))
+
+
+def test_binomial_tail_is_exact():
+    for hits, n, p in [
+        (1, 10, Fraction(1, 90)),
+        (3, 5, Fraction(1, 21)),
+        (15, 20, Fraction(1, 2)),
+        (0, 4, 0),
+    ]:
+        assert audit.binomial_tail(hits, n, float(p)) == pytest.approx(_exact_tail(hits, n, p), rel=1e-9)
+    # the case a Wilson bound failed: 1 of 10 against 1.1 % chance is p = 0.105, no evidence at all
+    assert audit.binomial_tail(1, 10, 1 / 90) == pytest.approx(0.1058, abs=1e-4)
+    assert audit.binomial_tail(0, 10, 0.3) == 1.0 and audit.binomial_tail(11, 10, 0.3) == 0.0
+    assert audit.binomial_tail(1, 10, 0.0) == 0.0  # a hit where chance is nil
+    assert audit.binomial_tail(300, 300, 0.5) == pytest.approx(0.5**300)
+    assert audit.hits_of(1 / 3, 3) == 1 and audit.hits_of(0.49, 10) == 4  # expected hits, rounded down
+
+
+def test_min_episodes_is_where_a_perfect_score_can_pass_the_correction():
+    threshold = 0.05 / 300
+    assert audit.min_episodes(0.5, 5.0, threshold) == 13  # 0.5^12 = 2.4e-4 > 1.7e-4 >= 0.5^13
+    assert audit.least_p(12, 0.5, 5.0) > threshold >= audit.least_p(13, 0.5, 5.0)
+    assert audit.min_episodes(1 / 6, 5.0, threshold) == 5
+    assert audit.min_episodes(0.0, 5.0, threshold) == 1  # MorseCode: chance is nil
+    assert audit.min_episodes(0.97, 5.0, threshold) is None  # a perfect score is not 5 points above 97 %
+    assert audit.least_p(100, 0.97, 5.0) == 1.0
+
+
+def test_tarone_k_counts_only_tests_that_can_reach_alpha_over_k():
+    assert audit.tarone_k([], 0.05) == 1
+    assert audit.tarone_k([0.0] * 10, 0.05) == 10
+    # 10 tests that can reach any level, 90 that cannot go below 0.01: those 90 never count
+    assert audit.tarone_k([0.0] * 10 + [0.01] * 90, 0.05) == 10
+
+
+def row(task: str, n: int, accuracies: dict[str, float], baseline: float) -> audit.TaskAudit:
+    labels = audit.LabelStats(1.0, 1.0, "x", 0.5, 2)
+    none = audit.Reuse(n, n, 0, 0, 1, None)
+    return audit.TaskAudit(
+        task=task,
+        k=1,
+        episodes=n,
+        chance=baseline,
+        floor=baseline,
+        baseline=baseline,
+        floor_note="",
+        labels=labels,
+        queries=none,
+        demos=none,
+        query_in_own_demos=0,
+        query_in_other_demos=0,
+        demo_order=None,
+        beyond_normal={},
+        shortcuts=[audit.Shortcut(name, a, n, True) for name, a in accuracies.items()],
+        against={name: baseline for name in accuracies},
+    )
+
+
+def test_judge_shortcuts_does_not_cry_wolf_on_small_noise():
+    """360 tests as in a full audit: the reported false alarm (1 of 10 against 1.1 %) and a lucky 3 of 5
+    pass; a row whose baseline n episodes cannot beat is too few to judge; a real cue still fails."""
+    noise = [row("AudioLength", 20, {"label prior": 0.05, "recency": 0.1}, 0.05) for _ in range(178)]
+    flagged = row("AudioOperatorHard", 10, {"duration": 0.1}, 1 / 90)
+    lucky = row("AudioLengthHard", 5, {"text-only": 0.6}, 1 / 21)
+    small = row("AnomalyDetect", 10, {"recency": 1.0, "rms": 0.8}, 0.5)
+    tasks = [*noise, flagged, lucky, small]
+    testing = audit.judge_shortcuts(tasks, margin=5.0)
+    assert testing.judged == 360 and testing.tested == 358 and testing.too_few == 2
+    assert testing.threshold == pytest.approx(0.05 / 358)
+    duration = flagged.shortcuts[0]
+    assert duration.status == "pass" and duration.p_value == pytest.approx(0.1058, abs=1e-4)
+    assert duration.adjusted_p == 1.0 and flagged.verdict == "ok"
+    assert lucky.shortcuts[0].p_value < 0.002 and lucky.verdict == "ok"  # p = 0.001, not 0.05 / 358
+    assert small.verdict == "too few" and small.min_episodes == 13 and not small.failures
+    assert {s.status for s in small.shortcuts} == {"too few"} and small.shortcuts[0].p_value is None
+    assert not any(t.failures for t in tasks)
+    # the same perfect AnomalyDetect shortcut on 20 episodes fails, and on 10 when it is tested alone
+    big = row("AnomalyDetect", 20, {"recency": 1.0}, 0.5)
+    audit.judge_shortcuts([*noise, flagged, lucky, big], margin=5.0)
+    assert big.verdict == "FAIL" and big.failures[0].startswith("recency 100.0% > 50.0% + 5 points (p = ")
+    alone = audit.judge_shortcuts([small], margin=5.0)
+    assert alone.tested == 2 and small.verdict == "FAIL" and len(small.failures) == 1  # 8 of 10: p = 0.055
+
+
+def test_judge_shortcuts_needs_the_margin_and_significance():
+    # 54 % of 3,000 against 50 %: significant (p ~ 1e-5) but within the margin; 62 % beats both
+    within = row("AnomalyDetect", 3000, {"recency": 0.54}, 0.5)
+    beyond = row("AnomalyDetect", 3000, {"recency": 0.62}, 0.5)
+    audit.judge_shortcuts([within, beyond], margin=5.0)
+    assert within.shortcuts[0].adjusted_p < 1e-4 and within.verdict == "ok"
+    assert beyond.verdict == "FAIL"
+    # 62 % of 20 is noise; a margin of 100 points fails nothing and tests nothing
+    noisy = row("AnomalyDetect", 20, {"recency": 0.62}, 0.5)
+    audit.judge_shortcuts([noisy], margin=5.0)
+    assert noisy.verdict == "ok" and noisy.shortcuts[0].p_value == pytest.approx(0.2517, abs=1e-4)
+    testing = audit.judge_shortcuts([beyond], margin=100.0)
+    assert testing.tested == 0 and beyond.verdict == "too few" and beyond.shortcuts[0].min_episodes is None
+    # not judged and not measured shortcuts are never tested
+    mixed = row("AudioLength", 300, {"duration": 1.0}, 0.05)
+    mixed.shortcuts = [
+        audit.Shortcut("duration", 1.0, 300, False),
+        audit.Shortcut("rms", None, 0, True),
+    ]
+    mixed.against["rms"] = 0.05
+    assert audit.judge_shortcuts([mixed], margin=5.0).judged == 0
+    assert [s.status for s in mixed.shortcuts] == ["not judged", "not measured"] and mixed.verdict == "ok"

@@ -4,8 +4,10 @@ tests/e2e/test_fetch_sources_cli.py."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
+import stat
 import tarfile
 import zipfile
 from pathlib import Path
@@ -14,11 +16,15 @@ import pytest
 from test_sources import corpora as source_folders  # noqa: F401  (the fixture: tiny corpora in their layouts)
 
 from audioicl import AudioICLError, BuildOptions, build
+from audioicl.sources import corpora as corpora_module
 from audioicl.sources.banks import SOURCE_KINDS, parse_sources
 from audioicl.sources.corpora import (
     BASE_URL_ENV,
     CORPUS_RECORD,
     REGISTRY_FILE,
+    UNPACK_FACTOR,
+    UNPACK_FLOOR_BYTES,
+    ZIP_RATIO_MIN_BYTES,
     CorpusInfo,
     CorpusRecord,
     FetchedFile,
@@ -30,6 +36,7 @@ from audioicl.sources.corpora import (
     load_registry,
     mirrored,
     select,
+    unpack_limit,
     unverified_files,
 )
 
@@ -115,14 +122,14 @@ def test_unpacking_skips_resource_forks_and_refuses_paths_out_of_the_folder(tmp_
 
     evil = tmp_path / "evil.zip"
     evil.write_bytes(_zip({"../outside.wav": b"x"}))
-    with pytest.raises(AudioICLError, match="unsafe path '../outside.wav'"):
+    with pytest.raises(AudioICLError, match="unsafe member '../outside.wav' in evil.zip"):
         _unpack(RemoteFile("evil.zip", "https://x/evil.zip", "zip", None, None, None), evil, tmp_path / "e")
     tarred = tmp_path / "evil.tar"
     with tarfile.open(tarred, "w") as tar:
         info = tarfile.TarInfo("../outside.wav")
         info.size = 1
         tar.addfile(info, io.BytesIO(b"x"))
-    with pytest.raises(AudioICLError, match="evil.tar cannot be unpacked"):
+    with pytest.raises(AudioICLError, match="unsafe member '../outside.wav' in evil.tar"):
         _unpack(RemoteFile("evil.tar", "https://x/evil.tar", "tar", None, None, None), tarred, tmp_path / "t")
     assert not (tmp_path / "outside.wav").exists()
     broken = tmp_path / "broken.zip"
@@ -131,6 +138,230 @@ def test_unpacking_skips_resource_forks_and_refuses_paths_out_of_the_folder(tmp_
         _unpack(
             RemoteFile("broken.zip", "https://x/broken.zip", "zip", None, None, None), broken, tmp_path / "b"
         )
+
+
+# ------------------------------------------------------------------------------------- hostile archives
+# Each builder returns the archive and the name of the member it must be refused for. ``top`` is the folder
+# the archive's good members lie in (a corpus's layout, for the fetch-sources tests that serve them);
+# ``outside`` is a folder out of the unpacking target that must stay empty (absolute paths point into it);
+# a member written through a link to /etc is named for the folder above it (unique per test).
+
+GOOD_WAV = b"RIFF-not-really-a-wav"
+BOMB_BYTES = 80 << 20  # beyond UNPACK_FLOOR_BYTES and UNPACK_FACTOR times any of these archives
+
+
+def _tar_member(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", link: str = "", size=None):
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode, info.mtime = kind, link, 0o644, 0
+    info.size = len(data) if size is None else size
+    if kind == tarfile.CHRTYPE:
+        info.devmajor, info.devminor = 1, 3  # /dev/null's numbers
+    return info, data
+
+
+def _tar_gz(members: list[tuple[tarfile.TarInfo, bytes]], *, declared_only: bool = False) -> bytes:
+    """A gzipped tar; ``declared_only``: headers and data as given, no end: the last member may declare a
+    size whose data is not there."""
+    raw = io.BytesIO()
+    with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=1) as gz:
+        if declared_only:
+            for info, data in members:
+                gz.write(info.tobuf(tarfile.GNU_FORMAT) + data + bytes(-len(data) % tarfile.BLOCKSIZE))
+        else:
+            with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+                for info, data in members:
+                    tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    return raw.getvalue()
+
+
+def hostile_tar(case: str, top: str, outside: Path) -> tuple[bytes, str]:
+    good = _tar_member(f"{top}/0_good_0.wav", data=GOOD_WAV)
+    if case == "bomb":
+        return _tar_gz([good, _tar_member(f"{top}/bomb.wav", data=bytes(BOMB_BYTES))]), f"{top}/bomb.wav"
+    if case == "bomb-declared":
+        bomb = _tar_member(f"{top}/bomb.wav", size=10 << 30)
+        return _tar_gz([good, bomb], declared_only=True), f"{top}/bomb.wav"
+    name, member = {
+        "absolute": (str(outside / "x.wav"), lambda n: _tar_member(n, data=b"x")),
+        "dotdot": (f"{top}/../../../x.wav", lambda n: _tar_member(n, data=b"x")),
+        "symlink-etc": (f"{top}/etc", lambda n: _tar_member(n, tarfile.SYMTYPE, link="/etc")),
+        "symlink-out": (f"{top}/up", lambda n: _tar_member(n, tarfile.SYMTYPE, link="../../../..")),
+        "hardlink-out": (f"{top}/h.wav", lambda n: _tar_member(n, tarfile.LNKTYPE, link="../../../x.wav")),
+        "hardlink-absolute": (f"{top}/h.wav", lambda n: _tar_member(n, tarfile.LNKTYPE, link="/etc/passwd")),
+        "device": (f"{top}/null", lambda n: _tar_member(n, tarfile.CHRTYPE)),
+        "fifo": (f"{top}/fifo", lambda n: _tar_member(n, tarfile.FIFOTYPE)),
+    }[case]
+    members = [good, member(name)]
+    if case.startswith("symlink"):  # and a member written through the link, which must never land
+        members.append(_tar_member(f"{name}/audioicl-test-{outside.parent.name}.wav", data=b"x"))
+    return _tar_gz(members), name
+
+
+def _zip_entry(name: str, mode: int = 0) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, (2024, 4, 1, 0, 0, 0))
+    if mode:
+        info.create_system, info.external_attr = 3, mode << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    return info
+
+
+def hostile_zip(case: str, top: str, outside: Path) -> tuple[bytes, str]:
+    name = {
+        "absolute": str(outside / "x.wav"),
+        "dotdot": f"{top}/../../../x.wav",
+        "symlink-etc": f"{top}/etc",
+        "symlink-out": f"{top}/up",
+        "fifo": f"{top}/fifo",
+        "bomb-ratio": f"{top}/bomb.wav",
+        "bomb-declared": f"{top}/bomb.wav",
+        # members each small enough for the ratio bound, together beyond the floor: the first past it
+        "bomb-total": f"{top}/1/b{UNPACK_FLOOR_BYTES // (ZIP_RATIO_MIN_BYTES - 1):03d}.wav",
+    }[case]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zipped:
+        zipped.writestr(_zip_entry(f"{top}/1/good.wav"), GOOD_WAV)
+        if case == "bomb-total":
+            for i in range(BOMB_BYTES // ZIP_RATIO_MIN_BYTES):
+                zipped.writestr(_zip_entry(f"{top}/1/b{i:03d}.wav"), bytes(ZIP_RATIO_MIN_BYTES - 1))
+        elif case.startswith("symlink"):  # and a member written through the link, which must never land
+            target = "/etc" if case == "symlink-etc" else "../../../.."
+            zipped.writestr(_zip_entry(name, stat.S_IFLNK | 0o777), target)
+            zipped.writestr(_zip_entry(f"{name}/audioicl-test-{outside.parent.name}.wav"), b"x")
+        elif case == "fifo":
+            zipped.writestr(_zip_entry(name, stat.S_IFIFO | 0o644), b"")
+        elif case == "bomb-ratio":
+            zipped.writestr(_zip_entry(name), bytes(4 * ZIP_RATIO_MIN_BYTES))
+        elif case == "bomb-declared":  # the central directory says 3 GiB: only the declaration is a bomb
+            zipped.writestr(_zip_entry(name), b"x" * 1000)
+            zipped.getinfo(name).file_size = 3 << 30
+        else:
+            zipped.writestr(_zip_entry(name), b"x")
+    return buffer.getvalue(), name
+
+
+TAR_CASES = (
+    "absolute",
+    "dotdot",
+    "symlink-etc",
+    "symlink-out",
+    "hardlink-out",
+    "hardlink-absolute",
+    "device",
+    "fifo",
+    "bomb",
+    "bomb-declared",
+)
+ZIP_CASES = (
+    "absolute",
+    "dotdot",
+    "symlink-etc",
+    "symlink-out",
+    "fifo",
+    "bomb-ratio",
+    "bomb-declared",
+    "bomb-total",
+)
+WHY = {
+    "absolute": "its path is absolute",
+    "dotdot": "it would be written outside the folder",
+    "symlink-etc": "it links to an absolute path ('/etc')",
+    "symlink-out": "it links outside the folder ('../../../..')",
+    "hardlink-out": "it links outside the folder ('../../../x.wav')",
+    "hardlink-absolute": "it links to an absolute path ('/etc/passwd')",
+    "device": "it is a device file, FIFO or socket",
+    "fifo": "it is a device file, FIFO or socket",
+    "bomb": "an archive bomb?",
+    "bomb-declared": "an archive bomb?",
+    "bomb-ratio": "an archive bomb?",
+    "bomb-total": "an archive bomb?",
+}
+
+
+def refused_cleanly(root: Path, outside: Path) -> None:
+    """Nothing of a refused archive outside its target: ``outside`` is empty, no ``x.wav`` under ``root``, no
+    file written through a link (to /etc, or up from the target, as far as /)."""
+    assert not any(outside.iterdir()), sorted(outside.iterdir())
+    assert not list(root.rglob("x.wav"))
+    marker = f"audioicl-test-{outside.parent.name}.wav"
+    for folder in (Path("/etc"), root, *root.parents):
+        assert not (folder / marker).exists(), folder / marker
+
+
+@pytest.mark.parametrize("fallback", [False, True], ids=["stdlib-filter", "own-checks"])
+@pytest.mark.parametrize("case", TAR_CASES)
+def test_a_hostile_tar_is_refused_naming_its_member(tmp_path, monkeypatch, case, fallback):
+    """Every unsafe member is refused by name before anything is written; with the standard library's
+    "data" filter where this Python has it, else with the same checks of our own."""
+    if fallback:
+        monkeypatch.setattr(corpora_module, "_TAR_FILTERS", False)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    data, member = hostile_tar(case, "top/recordings", outside)
+    archive = tmp_path / "a" / "evil.tar.gz"
+    archive.parent.mkdir()
+    archive.write_bytes(data)
+    into = tmp_path / "a" / "b" / "into"
+    with pytest.raises(AudioICLError) as caught:
+        _unpack(RemoteFile("evil.tar.gz", "https://x/evil.tar.gz", "tar", None, None, None), archive, into)
+    assert caught.value.file == str(archive)
+    assert f"unsafe member {member!r} in evil.tar.gz: " in caught.value.message
+    assert WHY[case] in caught.value.message
+    assert "\n" not in str(caught.value)
+    assert not any(into.rglob("*"))  # refused before anything was written
+    refused_cleanly(tmp_path, outside)
+
+
+@pytest.mark.parametrize("case", ZIP_CASES)
+def test_a_hostile_zip_is_refused_naming_its_member(tmp_path, case):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    data, member = hostile_zip(case, "top", outside)
+    archive = tmp_path / "a" / "evil.zip"
+    archive.parent.mkdir()
+    archive.write_bytes(data)
+    into = tmp_path / "a" / "b" / "into"
+    with pytest.raises(AudioICLError) as caught:
+        _unpack(RemoteFile("evil.zip", "https://x/evil.zip", "zip", None, None, None), archive, into)
+    assert caught.value.file == str(archive)
+    assert f"unsafe member {member!r} in evil.zip: " in caught.value.message
+    assert WHY[case] in caught.value.message
+    assert "\n" not in str(caught.value)
+    assert not any(into.rglob("*"))
+    refused_cleanly(tmp_path, outside)
+
+
+def test_links_inside_the_folder_are_kept_and_bounds_follow_the_pinned_size(tmp_path):
+    """A link to a file of the archive is unpacked (tar: a symlink and a hard link; zip: a symlink); the
+    size bound is the larger of the floor and UNPACK_FACTOR times the registry's size."""
+    tarred = _tar_gz(
+        [
+            _tar_member("top/a.wav", data=b"a"),
+            _tar_member("top/s.wav", tarfile.SYMTYPE, link="a.wav"),
+            _tar_member("top/h.wav", tarfile.LNKTYPE, link="top/a.wav"),
+        ]
+    )
+    (tmp_path / "ok.tar.gz").write_bytes(tarred)
+    _unpack(
+        RemoteFile("ok.tar.gz", "https://x/ok.tar.gz", "tar", None, None, None),
+        tmp_path / "ok.tar.gz",
+        tmp_path / "t",
+    )
+    assert [(tmp_path / "t/top" / n).read_bytes() for n in ("a.wav", "s.wav", "h.wav")] == [b"a"] * 3
+    assert (tmp_path / "t/top/s.wav").is_symlink()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped:
+        zipped.writestr(_zip_entry("top/a.wav"), b"a")
+        zipped.writestr(_zip_entry("top/s.wav", stat.S_IFLNK | 0o777), "a.wav")
+    (tmp_path / "ok.zip").write_bytes(buffer.getvalue())
+    _unpack(
+        RemoteFile("ok.zip", "https://x/ok.zip", "zip", None, None, None), tmp_path / "ok.zip", tmp_path / "z"
+    )
+    assert (tmp_path / "z/top/s.wav").is_symlink() and (tmp_path / "z/top/s.wav").read_bytes() == b"a"
+
+    small = RemoteFile("f.zip", "https://x/f.zip", "zip", None, None, None)
+    assert unpack_limit(small, tmp_path / "ok.zip") == UNPACK_FLOOR_BYTES
+    pinned = RemoteFile("f.zip", "https://x/f.zip", "zip", 10 << 20, None, None)
+    assert unpack_limit(pinned, tmp_path / "ok.zip") == UNPACK_FACTOR * (10 << 20)
 
 
 INFO = {c.info.kind: c.info for c in load_registry()}

@@ -4,11 +4,15 @@ Downloads themselves run against the local hub in tests/e2e/test_download_cli.py
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
 import sys
 
 import pytest
 
 from audioicl import AudioICLError
+from audioicl.dataset import download as download_module
 from audioicl.dataset.download import (
     RemoteFile,
     Snapshot,
@@ -19,6 +23,7 @@ from audioicl.dataset.download import (
     read_source,
     snapshot,
 )
+from audioicl.files import FOLDER_LOCK, folder_lock
 
 SNAP = Snapshot(
     "hongzz-18/AudioICL-Bench",
@@ -104,3 +109,20 @@ def test_a_dataset_that_was_not_downloaded_records_no_source(fresh_dataset, tmp_
         report=lambda _: None,
     )
     assert json.loads((tmp_path / "random_run.json").read_text())["dataset_source"] is None
+
+
+def test_a_second_download_into_the_folder_is_refused_naming_the_first(tmp_path, monkeypatch):
+    """One download per folder: the lock (ROOT/.audioicl.lock) names the holder; a stale lock alone is no
+    reason to call the folder not empty."""
+    monkeypatch.setattr(download_module, "snapshot", lambda repo, revision: SNAP)
+    root = tmp_path / "orig"
+    root.mkdir()
+    refused = pytest.raises(AudioICLError, match=f"being written by process {os.getpid()} on ")
+    with folder_lock(root), refused as caught:
+        download_module.download(root)
+    assert caught.value.file == str(root) and not (root / "download.json").exists()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    (root / FOLDER_LOCK).write_text(json.dumps({"host": socket.gethostname(), "pid": int(dead.stdout)}))
+    _check_root(root, SNAP)  # a download killed before writing download.json: resumed, not refused

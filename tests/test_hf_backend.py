@@ -114,12 +114,15 @@ def test_unknown_model_type_is_named(tiny_checkpoints, tmp_path):
         load_backend(ModelSpec("hf", str(folder)), dtype="fp32", device="cpu")
 
 
-def test_options_are_checked():
+def test_options_are_checked(tmp_path):
+    empty = str(tmp_path)  # a folder, but no checkpoint: the options are checked before it is read
     with pytest.raises(AudioICLError, match="dtype must be"):
-        load_backend(ModelSpec("hf", "/nowhere"), dtype="int3")
+        load_backend(ModelSpec("hf", empty), dtype="int3")
     with pytest.raises(AudioICLError, match="no option colour"):
-        load_backend(ModelSpec("hf", "/nowhere"), colour="red")
-    with pytest.raises(AudioICLError, match="cannot load the checkpoint /nowhere"):
+        load_backend(ModelSpec("hf", empty), colour="red")
+    with pytest.raises(AudioICLError, match=f"cannot load the checkpoint {empty}"):
+        load_backend(ModelSpec("hf", empty), device="cpu")
+    with pytest.raises(AudioICLError, match="^no such folder /nowhere"):  # before transformers is asked
         load_backend(ModelSpec("hf", "/nowhere"), device="cpu")
 
 

@@ -241,3 +241,63 @@ def test_no_key_is_sent_without_one(server, tiny_dataset, monkeypatch):
 def test_bad_options_are_refused(options, message):
     with pytest.raises(AudioICLError, match=message):
         load_backend(ModelSpec("openai", "m"), **options)
+
+
+# --------------------------------------------------------------------------- a server that is not there
+
+
+def _dead_url() -> str:
+    """A local port that refuses connections: bound (so nobody else takes it), never listened on."""
+    import socket
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_the_backend_checks_the_server_once_when_it_is_made(server):
+    client = backend(server)
+    client.close()
+    assert server.model_lists == 1 and server.log == []  # one GET /models, no chat request
+
+
+@pytest.mark.parametrize("status", [401, 404])
+def test_a_server_that_refuses_the_model_list_is_still_reachable(server, status):
+    server.models_status = status
+    backend(server).close()
+    assert server.model_lists == 1
+
+
+def test_a_dead_server_is_refused_when_the_backend_is_made():
+    url = _dead_url()
+    with pytest.raises(AudioICLError, match="cannot reach the server at") as caught:
+        load_backend(ModelSpec("openai", "m"), base_url=url, **FAST)
+    message = str(caught.value)
+    assert url in message and "Connection refused" in message and "\n" not in message
+
+
+def test_a_server_that_goes_away_stops_the_call_after_a_few_connection_attempts(tiny_dataset):
+    """Connection refused is retried twice, not max_retries times, and once one request gave up the others
+    give up at their first refused connection: the call raises BackendUnreachable instead of answering
+    every request with an error."""
+    from audioicl.backends.base import BackendUnreachable
+    from audioicl.backends.openai import CONNECT_RETRIES
+
+    gone = False
+    server = ChatServer(plan=lambda digest, attempt: "drop" if gone else None).start()
+    requests = requests_for(tiny_dataset)
+    client = backend(server, concurrency="2", max_retries="6")
+    server.stop()
+    gone = True  # a connection kept alive from the check is dropped, as a dead server's would be
+    try:
+        with pytest.raises(BackendUnreachable, match="could reach the server at") as caught:
+            client.generate(requests, GenerationConfig())
+    finally:
+        client.close()
+    assert "attempts: connection failed: ConnectError" in str(caught.value)
+    # the requests in flight when the first gave up (the concurrency: 2) each had a dropped connection and
+    # CONNECT_RETRIES + 1 refused ones at most; every other request one refused connection
+    assert client.attempts <= 2 * (CONNECT_RETRIES + 2) + len(requests)
+    assert client.attempts < 3 * len(requests)  # max_retries=6 would have made it 7 x

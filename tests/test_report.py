@@ -5,20 +5,23 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
-from helpers import tone
+from helpers import tone, write_bare_meta, write_results, write_run_record
 
 from audioicl import AudioICLError
 from audioicl.analysis.report import ReportOptions, write_report
 from audioicl.analysis.report.accuracy import load_grid
 from audioicl.analysis.report.examples import interleave, read_scored, select_examples
+from audioicl.analysis.report.media import AudioBudget, megabytes
 from audioicl.analysis.report.tables import accuracy_table, markdown_table
 from audioicl.audio import write_wav
+from audioicl.scoring.score import score_folder
 from audioicl.tasks.chance import chance_level
 
 SUMMARY = """model,shots,task,accuracy,n\r
@@ -48,6 +51,12 @@ ANOMALY_PROMPT = (
     "user: Normal or anomalous?\n\n[Demo 1 Normal] <audio>\n[Demo 1 Anomalous] <audio>\n[Query] <audio>"
 )
 NASTY = "<script>alert(1)</script> 5"
+COUNT_CLIPS = tuple(f"data/audiocount/easy/s_{i}.wav" for i in range(4))
+ANOMALY_CLIPS = (
+    "data/anomalous/fan/train/normal_0.wav",
+    "data/anomalous/fan/test/anomaly_0.wav",
+    "data/anomalous/fan/test/query_0.wav",
+)
 
 
 def result_line(episode: str, task: str, response: str | None, gt: str, k: int, model: str, **extra) -> str:
@@ -73,7 +82,7 @@ def write_inputs(root: Path) -> tuple[Path, Path, Path]:
     scores = root / "summary.csv"
     scores.write_bytes(SUMMARY.encode())
     data = root / "data_root"
-    count_clips = [f"data/audiocount/easy/s_{i}.wav" for i in range(4)]
+    count_clips = list(COUNT_CLIPS)
     for i, rel in enumerate(count_clips):
         write_wav(data / rel, tone(0.25, 300 + 100 * i), 16000)
     # a 44.1 kHz stereo float clip (write_wav writes only mono PCM16): the page must carry it as 16 kHz mono
@@ -82,11 +91,7 @@ def write_inputs(root: Path) -> tuple[Path, Path, Path]:
     sf.write(data / "data/anomalous/fan/train/normal_0.wav", stereo, 44100, subtype="FLOAT")
     write_wav(data / "data/anomalous/fan/test/anomaly_0.wav", tone(0.2, 880), 16000)
     write_wav(data / "data/anomalous/fan/test/query_0.wav", tone(0.2, 660), 16000)
-    anomaly_clips = [
-        "data/anomalous/fan/train/normal_0.wav",
-        "data/anomalous/fan/test/anomaly_0.wav",
-        "data/anomalous/fan/test/query_0.wav",
-    ]
+    anomaly_clips = list(ANOMALY_CLIPS)
     missing = [*anomaly_clips[:2], "data/anomalous/fan/test/query_missing.wav"]
 
     results = root / "results"
@@ -146,21 +151,25 @@ class PageParser(HTMLParser):
         self.text: list[str] = []
         self.table_stack: list[str] = []
         self.accuracy_rows = 0
+        self.scripts: list[str] = []
+        self._in_script = False
 
     def handle_starttag(self, tag, attrs):
         attributes = dict(attrs)
         self.tags.append((tag, attributes))
+        self._in_script = tag == "script"
         if tag == "table":
             self.table_stack.append(attributes.get("class") or "")
         if tag == "tr" and self.table_stack and self.table_stack[-1] == "accuracy":
             self.accuracy_rows += 1
 
     def handle_endtag(self, tag):
+        self._in_script = False
         if tag == "table":
             self.table_stack.pop()
 
     def handle_data(self, data):
-        self.text.append(data)
+        (self.scripts if self._in_script else self.text).append(data)
 
     def count(self, tag: str) -> int:
         return sum(1 for t, _ in self.tags if t == tag)
@@ -367,7 +376,7 @@ def test_malformed_result_line_names_file_and_line(tmp_path):
 
 
 def test_report_files_and_html_structure(tmp_path):
-    scores, results, _ = write_inputs(tmp_path)
+    scores, results, data = write_inputs(tmp_path)
     out = tmp_path / "report"
     files = write_report(ReportOptions(scores=scores, out=out, results=results, examples=3))
 
@@ -385,45 +394,87 @@ def test_report_files_and_html_structure(tmp_path):
     # AudioCount: 3 examples x 4 clips; AnomalyDetect: 2 examples x 3 clips, one missing; MorseCode: none recorded
     audio = page.attrs("audio")
     assert len(audio) == 3 * 4 + 2 * 3 - 1
-    assert all(a["src"].startswith("data:audio/wav;base64,") and "controls" in a for a in audio)
+    assert all("controls" in a for a in audio)
+    # each distinct clip's data URI is written once, on its first player; the others name that player
+    sources = {a["id"]: a["src"] for a in audio if "src" in a}
+    assert all(uri.startswith("data:audio/flac;base64,") for uri in sources.values())
+    assert len(sources) == 4 + 3 == len(set(sources.values()))
+    assert all(a["data-clip"] in sources for a in audio if "src" not in a)
+    assert page.count("script") == 1  # the one that gives the later players their source
     assert page.accuracy_rows == 2 + len(TASKS) + 1  # two header rows, tasks, mean
     assert page.count("article") == 3 + 1 + 2
     text = "".join(page.text)
     assert "missing audio" in text and "query_missing.wav" in text
     assert "prompt not recorded" in text
     assert "No result lines for this task." in text  # AudioRemap
-    assert NASTY in text and page.count("script") == 0  # shown as text, never as markup
+    assert NASTY in text and "alert" not in "".join(page.scripts)  # shown as text, never as markup
     html_text = files.html.read_text()
     assert "http://" not in html_text and "https://" not in html_text and "<link" not in html_text
 
     # the 44.1 kHz stereo clip is carried as 16 kHz mono PCM16
-    anomaly_uris = [a["src"] for a in audio if a["title"] == "data/anomalous/fan/train/normal_0.wav"]
-    wav = io.BytesIO(base64.b64decode(anomaly_uris[0].split(",", 1)[1]))
-    info = sf.info(wav)
-    assert (info.samplerate, info.channels, info.subtype, info.frames) == (16000, 1, "PCM_16", 3200)
+    anomaly_uris = [
+        a["src"] for a in audio if a["title"] == "data/anomalous/fan/train/normal_0.wav" and "src" in a
+    ]
+    flac = io.BytesIO(base64.b64decode(anomaly_uris[0].split(",", 1)[1]))
+    info = sf.info(flac)
+    assert (info.format, info.samplerate, info.channels, info.subtype, info.frames) == (
+        "FLAC",
+        16000,
+        1,
+        "PCM_16",
+        3200,
+    )
+    # a 16-bit clip at 16 kHz is carried bit-exactly
+    count_uri = next(a["src"] for a in audio if a["title"] == "data/audiocount/easy/s_0.wav" and "src" in a)
+    carried, _ = sf.read(io.BytesIO(base64.b64decode(count_uri.split(",", 1)[1])), dtype="int16")
+    on_disk, _ = sf.read(data / "data/audiocount/easy/s_0.wav", dtype="int16")
+    assert np.array_equal(carried, on_disk)
     assert files.audio_bytes > 0
 
 
-def test_audio_budget_caps_the_embedded_clips(tmp_path):
-    scores, results, _ = write_inputs(tmp_path)
-    share = (
-        40_000  # per task: one AudioCount example (4 x 8,044 bytes), both AnomalyDetect ones (3 + 2 clips)
-    )
-    budget = 3 * share  # three tasks have examples
+def test_audio_budget_leaves_out_examples_rather_than_silencing_them(tmp_path):
+    """A clip on the page costs nothing again; an example whose new clips do not fit is left out whole, and a
+    later, cheaper one of its task may still fit. No player is ever shown without its audio."""
+    scores, results, data = write_inputs(tmp_path)
+    sizes = AudioBudget(10**9)
+    size = {path: len(sizes.encoded(data, path)) for path in COUNT_CLIPS + ANOMALY_CLIPS}
+    count, anomaly_pair = sum(size[p] for p in COUNT_CLIPS), sum(size[p] for p in ANOMALY_CLIPS[:2])
+    budget = count + anomaly_pair  # AudioCount's clips, then the anomaly pair without its query
+
     files = write_report(
         ReportOptions(scores=scores, out=tmp_path / "r", results=results, audio_budget=budget)
     )
     page = parse_page(files.html)
-    assert len(page.attrs("audio")) == 4 + 3 + 2
-    assert [a["title"] for a in page.attrs("audio")][:5] == [
-        "data/audiocount/easy/s_0.wav",
-        "data/audiocount/easy/s_1.wav",
-        "data/audiocount/easy/s_2.wav",
-        "data/audiocount/easy/s_3.wav",
-        "data/anomalous/fan/train/normal_0.wav",
-    ]
-    assert files.audio_bytes <= budget
-    assert "audio budget" in "".join(page.text)
+    # AudioCount: all three examples (they share their 4 clips); AnomalyDetect: the first (3 new clips) does
+    # not fit, the second (2 clips on disk, the third missing) does
+    assert [a["title"] for a in page.attrs("audio")] == [*COUNT_CLIPS * 3, *ANOMALY_CLIPS[:2]]
+    assert files.audio_bytes == budget and files.audio_clips == 6 and files.examples_left_out == 1
+    text = " ".join(page.text)
+    assert "AudioICL02401" not in text and "AudioICL02402" in text
+    assert "1 example whose audio did not fit was left out (AnomalyDetect 1)" in text
+    assert "1 more example left out" in text
+    assert "not embedded" not in text
+    assert f"of the {megabytes(budget)} budget" in text and "0." not in megabytes(budget)[:2]
+
+    # nothing fits: the examples with audio are left out, each task says why; no clip-less player is shown
+    tiny = write_report(ReportOptions(scores=scores, out=tmp_path / "t", results=results, audio_budget=1))
+    page = parse_page(tiny.html)
+    assert page.count("audio") == 0 and tiny.examples_left_out == 3 + 2
+    assert " ".join(page.text).count("the audio of even the first did not fit") == 2
+    assert page.count("article") == 1  # MorseCode's example, whose lines name no clips
+
+    # a budget of 0 asks for no audio: the examples stay, as text
+    none = write_report(ReportOptions(scores=scores, out=tmp_path / "n", results=results, audio_budget=0))
+    page = parse_page(none.html)
+    assert page.count("audio") == 0 and page.count("article") == 3 + 1 + 2
+    assert "audio left out (--audio-budget-mb 0)" in " ".join(page.text)
+
+
+@pytest.mark.parametrize(
+    ("size", "text"), [(650, "1 kB"), (650_000, "650 kB"), (2_666_667, "2.7 MB"), (24_000_000, "24 MB")]
+)
+def test_sizes_are_written_for_people(size, text):
+    assert megabytes(size) == text
 
 
 def test_report_without_results_has_no_examples(tmp_path):
@@ -456,3 +507,121 @@ def test_text_only_results_are_drawn_as_the_floor(tmp_path: Path):
     # without the floor's results nothing about a floor appears
     plain = write_report(ReportOptions(scores=scores, out=tmp_path / "plain", floor="nothing"))
     assert "floor" not in plain.html.read_text(encoding="utf-8").lower()
+
+
+# --- the demo's report ------------------------------------------------------------------------------------
+
+
+def test_every_example_of_the_demos_report_can_be_listened_to(tmp_path):
+    """On the demo's data (its seed, k = 5, the default --examples and audio budget), every task shows its
+    examples and every clip of every shown example has a player with audio; the Morse bank is shown once per
+    task and each clip's audio is written once."""
+    from audioicl.analysis.demo import DemoOptions, run_demo
+
+    outputs = run_demo(
+        DemoOptions(out=tmp_path / "demo", episodes=3, shots=(5,), solvers=("random",), workers=1),
+        say=lambda _: None,
+    )
+    html = outputs.report.read_text(encoding="utf-8")
+    assert "not embedded" not in html and 'class="clip-missing"' not in html and "more example" not in html
+    assert outputs.report.stat().st_size < 40e6
+    page = parse_page(outputs.report)
+    sources = {a["id"]: a["src"] for a in page.attrs("audio") if a.get("src")}
+    assert all(uri.startswith("data:audio/flac;base64,") for uri in sources.values())
+    assert len(set(sources.values())) == len(sources)  # one copy per distinct clip
+
+    records = {
+        json.loads(line)["id"]: json.loads(line)
+        for line in (outputs.results / "random_results_k5.jsonl").read_text().splitlines()
+    }
+    sections = html.split('<section id="task-')[1:]
+    assert len(sections) == 9
+    for section in sections:
+        task = section.split('"', 1)[0]
+        articles = section.split("<article")[1:]
+        assert len(articles) == 3, task
+        banks = section.count('<div class="bank">')
+        assert banks == (task == "MorseCode")
+        for article in articles:
+            episode = article.split("<h4>", 1)[1].split(" ", 1)[0]
+            players = re.findall(r"<audio [^>]*>", article)
+            for player in players:  # a source of its own, or the id of a player that has one
+                assert re.search(r' src="data:audio/flac;base64,[A-Za-z0-9+/=]+"', player) or (
+                    re.search(r'data-clip="([^"]+)"', player).group(1) in sources
+                ), (task, episode, player[:200])
+            bank = 26 if task == "MorseCode" else 0
+            assert len(players) + bank == len(records[episode]["audio_paths"]), (task, episode)
+    morse = sections[[s.split('"', 1)[0] for s in sections].index("MorseCode")]
+    assert morse.count("the 26 letter clips of the Morse bank above") == 3
+    assert len(re.findall(r"<audio [^>]*>", morse.split("<article", 1)[0])) == 26
+
+
+# --- coverage ---------------------------------------------------------------------------------------------
+
+
+def scored_folder(tmp_path: Path, lines: int, runs: list[dict] | None = None, per_task: int = 10) -> Path:
+    """The summary (with its detail and coverage CSVs) of model m at k = 1 over the first ``lines`` of a
+    9-task dataset of ``per_task`` episodes each, every answer right; the run record holds ``runs``."""
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=per_task)
+    results = tmp_path / "results"
+    chosen = episodes[:lines] if runs is None else [e for i, e in enumerate(episodes) if i % per_task < lines]
+    write_results(results / "m_results_k1.jsonl", chosen)
+    write_run_record(results, "m", data, runs or [{"shots": [1], "tasks": None, "limit": None}])
+    summary = tmp_path / "scores" / "summary.csv"
+    score_folder(results, summary)
+    return summary
+
+
+def test_mean_over_tasks_is_over_complete_cells_and_marked_incomplete(tmp_path):
+    """49 of 90 lines (four tasks absent, AudioLengthHard 9 of 10): the mean is over the four complete tasks,
+    marked with its coverage; the partial cell says so; the report lists what is missing."""
+    summary = scored_folder(tmp_path, 49)
+    grid = load_grid(summary)
+    mean = grid.mean("m", 1)
+    assert (mean.accuracy, mean.tasks, mean.of, mean.status, mean.complete) == (
+        1.0,
+        4,
+        9,
+        "incomplete",
+        False,
+    )
+    table = accuracy_table(grid)
+    rows = {row.label: row.cells[0] for row in table.rows}
+    assert rows["mean over tasks"].text == "100.0% (4 of 9 tasks: incomplete)"
+    assert rows["AudioLengthHard"].text == "100.0% [70.1, 100.0] (partial: 9 of 10 episodes)"
+    assert rows["AudioCount"].text == "100.0% [72.2, 100.0]"
+    files = write_report(ReportOptions(scores=summary, out=tmp_path / "report"))
+    markdown = files.markdown.read_text(encoding="utf-8")
+    assert "## Coverage" in markdown
+    assert "- m k=1: incomplete: 41 of the 90 episodes have no line; 4 task(s) absent" in markdown
+    text = "".join(parse_page(files.html).text)
+    assert "Coverage" in text and "partial: AudioLengthHard 9/10" in text
+
+
+def test_a_limit_run_is_labelled_a_subset_in_the_report(tmp_path):
+    summary = scored_folder(tmp_path, 2, [{"shots": [1], "tasks": None, "limit": 2}], per_task=5)
+    grid = load_grid(summary)
+    mean = grid.mean("m", 1)
+    assert (mean.status, mean.selection, mean.tasks, mean.of) == ("subset", "first 2 episodes per task", 9, 9)
+    cell = accuracy_table(grid).rows[-1].cells[0]
+    assert cell.text == "100.0% (subset)" and cell.title == "subset: first 2 episodes per task"
+    markdown = write_report(ReportOptions(scores=summary, out=tmp_path / "r")).markdown.read_text()
+    assert "- m k=1: subset: first 2 episodes per task (18 of 45 episodes)" in markdown
+
+
+def test_complete_scores_and_old_summaries_without_coverage_read_as_before(tmp_path):
+    summary = scored_folder(tmp_path, 90)
+    assert (tmp_path / "scores" / "summary_coverage.csv").is_file()
+    grid = load_grid(summary)
+    assert grid.mean("m", 1).complete and grid.short() == []
+    assert accuracy_table(grid).rows[-1].cells[0].text == "100.0%"
+    assert "## Coverage" not in markdown_report_text(summary, tmp_path / "r")
+    (tmp_path / "scores" / "summary_coverage.csv").unlink()  # a summary from before coverage CSVs
+    old = load_grid(summary)
+    assert old.coverage == {} and old.mean("m", 1).status is None
+    assert accuracy_table(old).rows[-1].cells[0].text == "100.0%"
+
+
+def markdown_report_text(summary: Path, out: Path) -> str:
+    return write_report(ReportOptions(scores=summary, out=out)).markdown.read_text(encoding="utf-8")

@@ -393,3 +393,99 @@ def test_a_meta_file_with_an_id_twice_is_refused_with_both_lines(fresh_dataset, 
         run(options, quiet)
     assert info.value.file == str(meta) and info.value.line == count
     assert info.value.id == json.loads(first)["id"]
+
+
+# --------------------------------------------------------------------------- where and when a run ran
+
+
+def test_the_run_record_says_where_and_when_each_run_ran(tiny_dataset, tmp_path, monkeypatch):
+    import datetime
+    import platform
+
+    from audioicl import __version__
+    from audioicl.inference.record import source_commit
+
+    monkeypatch.setattr(sys, "argv", ["audioicl", "run", "--model", "builtin:random"])
+    run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,)), report=quiet)
+    (entry,) = json.loads((tmp_path / "random_run.json").read_text())["runs"]
+    environment, timing = entry["environment"], entry["timing"]
+    assert environment["argv"] == ["audioicl", "run", "--model", "builtin:random"]
+    assert environment["python"] == platform.python_version() and environment["pid"] == os.getpid()
+    assert environment["host"] == socket.gethostname() and environment["platform"] == platform.platform()
+    assert environment["audioicl_version"] == __version__
+    found = source_commit()  # this checkout when the tests run from one (an editable install)
+    if found is None:
+        assert "git_commit" not in environment
+    else:
+        assert (environment["git_commit"], environment["git_dirty"]) == found
+        assert len(found[0]) == 40
+    times = [
+        datetime.datetime.fromisoformat(timing[key]) for key in ("started", "backend_loaded", "finished")
+    ]
+    assert all(t.utcoffset() == datetime.timedelta(0) for t in times) and times == sorted(times)
+    assert timing["wall_s"] == pytest.approx((times[2] - times[0]).total_seconds(), abs=0.002)
+    assert timing["outcome"] == "completed"
+
+
+def test_a_run_resumes_on_another_host_at_another_time_with_the_settings_unchanged(tiny_dataset, tmp_path):
+    """environment and timing are no settings: a run resumed elsewhere, later, from another command line, is
+    taken, and keeps its own entry; the settings part of the record stays as it was."""
+    run(
+        RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,), limit=1), report=quiet
+    )
+    path = tmp_path / "random_run.json"
+    record = json.loads(path.read_text())
+    settings = record["settings"]
+    assert set(settings) == {
+        "model", "style", "layout", "pad", "max_new_tokens", "morse_bank", "seed", "prompts_sha256",
+        "backend_options",
+    }  # fmt: skip
+    record["runs"][0]["environment"] |= {"host": "elsewhere", "argv": ["x"], "python": "3.0", "pid": 1}
+    record["runs"][0]["timing"] = {"started": "2001-01-01T00:00:00.000Z"}  # killed: never finished
+    path.write_text(json.dumps(record))
+    more = run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,)), report=quiet)
+    assert more.ks[0].skipped == 4 and more.ks[0].written == 8
+    after = json.loads(path.read_text())
+    assert after["settings"] == settings
+    first, second = after["runs"]
+    assert first["environment"]["host"] == "elsewhere" and "finished" not in first["timing"]
+    assert second["environment"]["host"] == socket.gethostname()
+    assert second["timing"]["outcome"] == "completed"
+
+
+class _Unreachable:
+    """A backend whose server goes away after ``answered`` calls."""
+
+    name, family, max_clip_seconds, info = "fake:gone", "default", None, {}
+
+    def __init__(self, answered: int) -> None:
+        self.answered, self.calls = answered, 0
+
+    def generate(self, requests, config):
+        from audioicl.backends.base import BackendUnreachable, Response
+
+        self.calls += 1
+        if self.calls > self.answered:
+            raise BackendUnreachable("no request of the call could reach the server at http://x/v1")
+        return [Response("1") for _ in requests]
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_unreachable_backend_stops_the_run_writing_nothing_for_its_window(tiny_dataset, tmp_path):
+    """Not FAILED_WINDOWS_LIMIT windows of error lines: the first call that reached nobody stops the run, its
+    prompts get no line, and the run record says the run stopped; a rerun asks them."""
+    options = RunOptions(data=tiny_dataset, model="fake:gone", out=tmp_path, shots=(1,), window=4, order="k")
+    backend = _Unreachable(answered=1)
+    with pytest.raises(
+        AudioICLError, match="could reach the server at http://x/v1; stopped, nothing written"
+    ):
+        run(options, report=quiet, backend=backend)
+    assert backend.calls == 2
+    rows = lines(tmp_path / "gone_results_k1.jsonl")
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}
+    (entry,) = json.loads((tmp_path / "gone_run.json").read_text())["runs"]
+    assert entry["timing"]["outcome"] == "stopped" and "could reach" in entry["timing"]["stopped_by"]
+    again = run(options, report=quiet, backend=_Unreachable(answered=99))
+    assert (again.ks[0].skipped, again.ks[0].written, again.errors) == (4, 8, 0)

@@ -5,11 +5,25 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import write_bare_meta, write_results, write_run_record
 
 from audioicl import AudioICLError
+from audioicl.scoring.coverage import (
+    COMPLETE,
+    COVERAGE_HEADER,
+    INCOMPLETE,
+    SUBSET,
+    UNCHECKED,
+    coverage_path,
+    describe_gaps,
+    describe_mean,
+    format_coverage,
+    read_coverage,
+)
 from audioicl.scoring.rules import INT_TASKS, judge, last_int
 from audioicl.scoring.score import (
     ResultFile,
@@ -22,11 +36,13 @@ from audioicl.scoring.score import (
     parse_result_name,
     read_summary,
     score_files,
+    score_folder,
     write_detail,
     write_per_example,
     write_summary,
 )
 from audioicl.scoring.stats import cluster_bootstrap, wilson_interval
+from audioicl.tasks import task_of_episode_id
 
 ALL_TASKS = sorted(INT_TASKS) + ["AnomalyDetect", "AudioRemap", "MorseCode", "SomethingElse", ""]
 
@@ -491,11 +507,13 @@ def test_skipped_lines_stay_in_n(tmp_path):
     write_jsonl(tmp_path / "m_results_k2.jsonl", [], tail=f"{good}\n{{oops\n")
     scoring = score_files(find_result_files(tmp_path), ScoreOptions(skip_bad_lines=True))
     assert scoring.malformed == 1  # the line without a response is wrong but not malformed
+    # "{oops" tells neither id nor task: an unreadable line, apart, in no task (never the task "")
     assert [(r.shots, r.task, r.n, r.correct, r.unparsed) for r in scoring.rows] == [
         (1, "AudioCount", 3, 2, 1),
-        (2, "", 1, 0, 1),
         (2, "AudioCount", 1, 1, 0),
     ]
+    assert scoring.unreadable == 1
+    assert [(c.shots, c.unreadable) for c in scoring.coverage] == [(1, 0), (2, 1)]
 
 
 def test_invalid_utf8_names_the_line(tmp_path):
@@ -652,3 +670,216 @@ def test_cluster_bootstrap_is_deterministic_and_widens_for_shared_clips():
     low, high = cluster_bootstrap(independent, ("m", 1, "t"))
     assert abs((high - low) - (wilson_high - wilson_low)) < 0.03
     assert cluster_bootstrap([[3, 3], [2, 2]], ("m", 1, "t")) == (1.0, 1.0)
+
+
+# --- coverage -----------------------------------------------------------------------------------------
+
+NINE = [
+    "AudioCount",
+    "AudioCountHard",
+    "AudioOperator",
+    "AudioLength",
+    "AudioLengthHard",
+    "AudioOperatorHard",
+    "MorseCode",
+    "AudioRemap",
+    "AnomalyDetect",
+]
+
+
+def truncated_folder(tmp_path: Path) -> tuple[Path, Path]:
+    """A crashed run: 49 of the 90 episodes (9 tasks x 10) of k = 1, all right: four tasks whole, the fifth
+    9 of 10, four tasks absent. Returns (dataset root, results folder)."""
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=10)
+    results = tmp_path / "results"
+    write_results(results / "m_results_k1.jsonl", episodes[:49])
+    return data, results
+
+
+def test_task_of_episode_id_follows_the_released_id_blocks():
+    assert task_of_episode_id("AudioICL00001") == task_of_episode_id("AudioICL00300") == "AudioCount"
+    assert task_of_episode_id("AudioICL00301") == "AudioCountHard"
+    assert task_of_episode_id("AudioICL01801") == "MorseCode"
+    assert task_of_episode_id("AudioICL02700") == "AnomalyDetect"
+    for other in ("AudioICL02701", "AudioICL00000", "AudioICL1", "x", None, 7):
+        assert task_of_episode_id(other) is None
+
+
+def test_truncated_folder_is_incomplete_and_its_mean_is_over_complete_tasks_only(tmp_path):
+    """49 of 90 lines, four tasks absent, one partial: the mean over tasks is not an unmarked mean over the
+    five tasks present (100 % "over tasks"), but over the four complete ones, marked incomplete."""
+    data, results = truncated_folder(tmp_path)
+    scoring = score_files(find_result_files(results), ScoreOptions(data=data))
+    assert [r.task for r in scoring.rows] == sorted(NINE[:5])  # the summary rows are the original's
+    (row,) = scoring.coverage
+    assert (row.model, row.shots, row.status, row.selection) == ("m", 1, INCOMPLETE, "")
+    assert (row.tasks_expected, row.tasks_present, row.tasks_complete) == (9, 5, 4)
+    counts = (row.episodes_expected, row.episodes_selected, row.episodes_present, row.episodes_missing)
+    assert counts == (90, 90, 49, 41)
+    assert row.missing_tasks == tuple(NINE[5:])
+    assert row.partial_tasks == (("AudioLengthHard", 9, 10),)
+    assert row.complete_tasks == tuple(NINE[:4])
+    assert (row.mean_accuracy, row.mean_tasks, row.extra_lines) == (1.0, 4, 0)
+    assert not row.complete
+    assert describe_mean(row) == "100.0% over 4 of 9 tasks: incomplete"
+    gaps = "; ".join(describe_gaps(row))
+    assert "41 of the 90 episodes have no line" in gaps and "4 task(s) absent: AudioOperatorHard" in gaps
+    assert "partial: AudioLengthHard 9/10" in gaps
+    text = format_coverage(scoring.coverage)
+    assert "incomplete" in text and "49/90" in text and "over 4 of 9 tasks: incomplete" in text
+    assert "9/10" in format_table(scoring.rows, scoring.coverage)
+
+
+def test_the_run_record_tells_the_dataset_without_data(tmp_path):
+    data, results = truncated_folder(tmp_path)
+    without = score_files(find_result_files(results)).coverage[0]
+    assert without.status == UNCHECKED  # no dataset known: only the benchmark's task names are checked
+    assert without.missing_tasks == tuple(NINE[5:]) and without.tasks_expected == 9
+    assert describe_mean(without) == "100.0% over 5 of 9 tasks: coverage unchecked"
+    assert "pass --data" in "; ".join(describe_gaps(without))
+    write_run_record(results, "m", data, [{"shots": [1], "tasks": None, "limit": None}])
+    row = score_files(find_result_files(results)).coverage[0]
+    assert (row.status, row.episodes_missing, row.expected_from) == (INCOMPLETE, 41, str(data))
+
+
+def test_complete_folder(tmp_path):
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=2, ks=(1, 2))
+    write_results(tmp_path / "r" / "m_results_k1.jsonl", episodes)
+    write_results(tmp_path / "r" / "m_results_k2.jsonl", episodes, lambda gt: "wrong")
+    scoring = score_files(find_result_files(tmp_path / "r"), ScoreOptions(data=data))
+    assert [(c.shots, c.status, c.mean_accuracy, c.mean_tasks) for c in scoring.coverage] == [
+        (1, COMPLETE, 1.0, 9),
+        (2, COMPLETE, 0.0, 9),
+    ]
+    assert all(c.complete and not c.missing_tasks and not c.partial_tasks for c in scoring.coverage)
+    assert describe_mean(scoring.coverage[0]) == "100.0% over all 9 tasks"
+
+
+def test_a_limit_run_is_a_subset_and_labelled_so(tmp_path):
+    """``run --limit 2``: the first 2 episodes of each task; complete for what it selected, but a subset."""
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=5)
+    first_two = [ep for index, ep in enumerate(episodes) if index % 5 < 2]
+    results = tmp_path / "results"
+    write_results(results / "m_results_k1.jsonl", first_two)
+    write_run_record(results, "m", data, [{"shots": [1], "tasks": None, "limit": 2}])
+    row = score_files(find_result_files(results)).coverage[0]
+    assert (row.status, row.selection) == (SUBSET, "first 2 episodes per task")
+    assert (row.episodes_expected, row.episodes_selected, row.episodes_present, row.episodes_missing) == (
+        45,
+        18,
+        18,
+        0,
+    )
+    assert row.tasks_complete == 9 and not row.complete
+    assert describe_mean(row) == "100.0% over 9 of 9 tasks: subset (first 2 episodes per task)"
+    assert "subset: first 2 episodes per task (18 of 45 episodes)" in describe_gaps(row)
+    # the same run, cut short: one selected episode has no line
+    write_results(results / "m_results_k1.jsonl", first_two[:-1])
+    cut = score_files(find_result_files(results)).coverage[0]
+    assert (cut.status, cut.episodes_missing, cut.partial_tasks) == (
+        INCOMPLETE,
+        1,
+        (("AnomalyDetect", 1, 2),),
+    )
+    assert "1 of the 18 episodes selected (first 2 episodes per task) have no line" in "; ".join(
+        describe_gaps(cut)
+    )
+
+
+def test_a_shard_is_a_subset_and_all_shards_together_are_complete(tmp_path):
+    from audioicl.inference.options import Shard
+
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=4)
+    results = tmp_path / "results"
+    for index in (1, 2):
+        shard = Shard(index, 2)
+        mine = [ep for ep in episodes if shard.holds(ep[0])]
+        write_results(results / shard.folder / "m_results_k1.jsonl", mine)
+        write_run_record(results / shard.folder, "m", data, [{"shots": [1]}], shard=str(shard))
+    one = score_files(find_result_files(results / "shard-1-of-2")).coverage[0]
+    assert (one.status, one.selection) == (SUBSET, "shard 1/2")
+    both = score_files(find_result_files(results)).coverage[0]  # the parent folder counts them together
+    assert (both.status, both.episodes_present) == (COMPLETE, 36)
+
+
+def test_tasks_selection_is_a_subset_of_the_tasks(tmp_path):
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=2)
+    results = tmp_path / "results"
+    write_results(results / "m_results_k1.jsonl", [ep for ep in episodes if ep[1] == "MorseCode"])
+    write_run_record(results, "m", data, [{"shots": [1], "tasks": ["MorseCode"], "limit": None}])
+    row = score_files(find_result_files(results)).coverage[0]
+    assert (row.status, row.selection, row.tasks_complete, row.complete_tasks) == (
+        SUBSET,
+        "tasks MorseCode",
+        1,
+        ("MorseCode",),
+    )
+    assert describe_mean(row) == "100.0% over 1 of 9 tasks: subset (tasks MorseCode)"
+
+
+def test_a_malformed_line_stays_in_its_task_or_is_unreadable_never_a_task(tmp_path):
+    """--skip-bad-lines: a broken line is a wrong line of the task its id tells (through the dataset, else the
+    id range of the file's well-formed lines, else the released id blocks) or its text names; a line that
+    tells neither is unreadable: in no summary row, no n, no mean."""
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=2)
+    results = tmp_path / "results"
+    path = write_results(results / "m_results_k1.jsonl", episodes[:-1])
+    cut = json.dumps({"id": episodes[-1][0], "task": episodes[-1][1], "response": "3", "gt": "3"})[:30]
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("{oops\n" + cut)
+    options = ScoreOptions(skip_bad_lines=True)
+    for with_data in (False, True):
+        scoring = score_files(find_result_files(results), replace(options, data=data if with_data else None))
+        assert "" not in {r.task for r in scoring.rows}
+        assert (scoring.malformed, scoring.unreadable) == (2, 1)
+        anomaly = next(r for r in scoring.rows if r.task == "AnomalyDetect")
+        assert (anomaly.n, anomaly.correct, anomaly.unparsed) == (2, 1, 1)
+        (row,) = scoring.coverage
+        assert row.unreadable == 1 and not row.complete
+        assert sum(r.n for r in scoring.rows) == 18  # the unreadable line is in no n
+    assert row.status == COMPLETE and row.mean_tasks == 9  # its episode is there, as a wrong line
+    assert "1 unreadable line(s) in no task" in describe_gaps(row)
+
+
+def test_a_broken_line_of_a_small_build_goes_by_the_files_id_ranges(tmp_path):
+    """A build of 20 episodes per task numbers ids in blocks of 20: the id range of the well-formed lines of
+    each task, not the released blocks of 300, tells the task."""
+    lines = [
+        line(task, "3", "3", id=f"AudioICL{20 * t + i + 1:05d}")
+        for t, task in enumerate(NINE)
+        for i in (0, 5)
+    ]
+    path = write_jsonl(tmp_path / "m_results_k1.jsonl", lines, tail='{"id": "AudioICL00023", "respo')
+    broken = [
+        s
+        for s in iter_scored_lines(ResultFile(path, "m", 1), ScoreOptions(skip_bad_lines=True))
+        if s.malformed
+    ]
+    assert [(s.id, s.task) for s in broken] == [("AudioICL00023", "")]  # the line as read: no task
+    scoring = score_files(find_result_files(tmp_path), ScoreOptions(skip_bad_lines=True), keep_examples=True)
+    assert {r.task: r.n for r in scoring.rows}["AudioCountHard"] == 3
+    assert [s.task for s in scoring.examples[("m", 1)] if s.malformed] == ["AudioCountHard"]
+
+
+def test_coverage_csv_beside_the_summary_round_trips(tmp_path):
+    data, results = truncated_folder(tmp_path)
+    out = tmp_path / "scores" / "summary.csv"
+    scoring = score_folder(results, out, ScoreOptions(data=data))
+    path = tmp_path / "scores" / "summary_coverage.csv"
+    assert coverage_path(out) == coverage_path(tmp_path / "scores" / "summary_detail.csv") == path
+    text = path.read_bytes().decode()
+    assert text.startswith(",".join(COVERAGE_HEADER) + "\r\n")
+    assert text.splitlines()[1] == (
+        "m,1,incomplete,,9,5,4,90,90,49,41,0,0,0,0,1.000000,4,"
+        "AudioOperatorHard;MorseCode;AudioRemap;AnomalyDetect,AudioLengthHard:9/10,"
+        f"AudioCount;AudioCountHard;AudioOperator;AudioLength,{data}"
+    )
+    assert read_coverage(path) == scoring.coverage
+    # the summary itself keeps the original's format, byte for byte
+    assert out.read_bytes().splitlines()[0] == b"model,shots,task,accuracy,n"

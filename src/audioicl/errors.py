@@ -1,7 +1,11 @@
-"""The one exception type for problems a user can act on (bad input, bad options)."""
+"""The one exception type for problems a user can act on (bad input, bad options), and its two kinds that
+are no mistake of the user's: a write the system refused (``WriteFailed``: a full disk, a quota, a file-size
+limit, a read-only folder) and a run stopped by a signal (``Stopped``)."""
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable
 
 
@@ -52,3 +56,43 @@ def refuse_duplicate_ids(ids_and_lines: Iterable[tuple[str, int]], file: str, wh
                 id=episode_id,
             )
         first_line[episode_id] = line
+
+
+# Causes of a refused write that more room (or a larger quota or file-size limit) cures.
+NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+# Causes that a writable place cures.
+NOT_WRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+# Causes that mean "this storage refused the write" wherever they come from (a client library's own write
+# included): a command turns them into ``WriteFailed`` even when it cannot tell which file it was.
+STORAGE_ERRNOS = NO_ROOM | {errno.EROFS}
+
+
+class WriteFailed(AudioICLError):
+    """The system refused a write: one line naming the file (or the folder being written) and the cause,
+    ``cannot write PATH: File too large (errno 27); free space and run the same command again``. The CLI exits
+    1 and adds ``: it resumes`` for the commands that pick up where they stopped (``cli.main``)."""
+
+    exit_code = 1
+
+
+def write_failed(path: str | os.PathLike, exc: OSError) -> WriteFailed:
+    """The ``WriteFailed`` for ``exc`` raised while writing ``path``."""
+    cause = exc.strerror or type(exc).__name__
+    number = f" (errno {exc.errno})" if exc.errno else ""
+    if exc.errno in NO_ROOM:
+        remedy = "free space and run the same command again"
+    elif exc.errno in NOT_WRITABLE:
+        remedy = "make it writable and run the same command again"
+    else:
+        remedy = "run the same command again"
+    return WriteFailed(f"cannot write {os.fspath(path)}: {cause}{number}; {remedy}")
+
+
+class Stopped(AudioICLError):
+    """A run stopped at a safe point by a signal (SIGTERM, SIGINT): the CLI prints its message as the one
+    line (not as an error) and exits ``exit_code``, 128 + the signal's number (143, 130); ``signal`` names it."""
+
+    def __init__(self, message: str, *, exit_code: int = 130, signal: str | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.signal = signal

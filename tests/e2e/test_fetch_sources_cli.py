@@ -20,6 +20,7 @@ import cli
 import pytest
 import test_label_truth as truth
 from corpus_server import CorpusServer, closed_port_url, make_archives, registry_for, url_path
+from test_corpora import WHY, hostile_tar, hostile_zip, refused_cleanly
 
 from audioicl import read_meta
 from audioicl.dataset.meta import find_meta_files
@@ -195,6 +196,51 @@ def test_a_checksum_mismatch_leaves_nothing_that_looks_complete(server, registry
     assert (corpora / "freesound-one-shots/corpus.json").is_file() and (
         corpora / "dcase2024-task2-dev/corpus.json"
     ).is_file()
+
+
+@pytest.mark.parametrize(
+    "kind, case",
+    [
+        ("tar", "absolute"),
+        ("tar", "dotdot"),
+        ("tar", "symlink-etc"),
+        ("tar", "hardlink-out"),
+        ("tar", "fifo"),
+        ("tar", "bomb"),
+        ("zip", "absolute"),
+        ("zip", "dotdot"),
+        ("zip", "symlink-out"),
+        ("zip", "bomb-declared"),
+    ],
+)
+def test_a_hostile_archive_is_refused_by_member_and_nothing_lands_outside(
+    server, archives, tmp_path, kind, case
+):
+    """An archive served with its checksum pinned (so it passes every check of the download) that holds an
+    unsafe member is refused with one line naming the archive and the member; no corpus folder, no partial
+    folder, nothing outside the output folder."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if kind == "tar":
+        path, only, name = FSDD, "digits", "free-spoken-digit-dataset-1.0.9.tar.gz"
+        data, member = hostile_tar(case, "free-spoken-digit-dataset-1.0.9/recordings", outside)
+    else:
+        path, only, name = (
+            PATHS["one_shot_percussive_sounds.zip"],
+            "one-shots",
+            "one_shot_percussive_sounds.zip",
+        )
+        data, member = hostile_zip(case, "one_shot_percussive_sounds", outside)
+    server.files[path] = data
+    registry = registry_for(tmp_path / "registry.json", {**archives, path: data})
+    corpora = tmp_path / "corpora"
+    refused = fetch(environment(server.url), corpora, registry, "--only", only, rc=2)
+    corpus = {"digits": "fsdd", "one-shots": "freesound-one-shots"}[only]
+    assert f"{corpora / '.archives' / corpus / name}: unsafe member {member!r} in {name}: " in refused.stderr
+    assert WHY[case] in refused.stderr
+    assert sorted(p.name for p in corpora.iterdir()) == [".archives"]  # no corpus, no partial folder, no lock
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpora", "outside", "registry.json"]
+    refused_cleanly(tmp_path, outside)
 
 
 def test_an_interrupted_download_is_resumed(server, registry, archives, tmp_path):

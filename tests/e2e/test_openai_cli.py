@@ -129,3 +129,73 @@ def test_a_run_resumes_with_other_concurrency_and_timeouts_but_not_another_serve
         {"base_url": server.url, "concurrency": "8", "timeout": "5"},
         {"base_url": server.url, "concurrency": "1", "max_retries": "9"},
     ]
+
+
+def _dead_url() -> str:
+    """A local port that refuses connections."""
+    import socket
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_a_dead_server_stops_the_run_before_anything_is_written(tiny_dataset, tmp_path):
+    """One reachability check before the first request: no retries, one line naming the URL, exit 2, and
+    no results file, run record or output folder left behind."""
+    url = _dead_url()
+    out = tmp_path / "r"
+    proc = audioicl(
+        "run", "--data", tiny_dataset, "--model", "openai:m", "--base-url", url, "--out", out,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"audioicl run: error: cannot reach the server at {url} (GET {url}/models: ")
+    assert "Connection refused" in line and "--base-url" in line
+    assert not out.exists()
+
+
+def test_a_server_that_dies_mid_run_stops_the_run_and_a_rerun_completes(tiny_dataset, tmp_path):
+    """The server answers the first windows, then refuses connections: the run stops at the first window
+    none of whose requests got through, writing no line for it (not an error line per episode left)."""
+    import threading
+
+    state = {"answered": 0, "gone": False}
+    lock = threading.Lock()
+    server: ChatServer
+
+    def plan(digest: str, attempt: int) -> str | None:
+        with lock:
+            if state["gone"]:
+                return "drop"
+            state["answered"] += 1
+            if state["answered"] == 8:
+                state["gone"] = True
+                threading.Thread(target=server.stop, daemon=True).start()
+        return None
+
+    server = ChatServer(plan=plan).start()
+    out = tmp_path / "r"
+    common = ["run", "--data", tiny_dataset, "--model", "openai:m", "--out", out, "--window", "4"]
+    dead = audioicl(*common, "--base-url", server.url, "-o", "backoff=0.01", "-o", "concurrency=1")
+    assert dead.returncode == 2, dead.stderr
+    assert "no request of the call could reach the server" in dead.stderr
+    assert "the same command resumes" in dead.stderr
+    written = [x for k in (1, 2, 3) for x in read_jsonl(out / f"m_results_k{k}.jsonl")]
+    assert 8 <= len(written) < 3 * TASKS * PER_TASK
+    assert sum(1 for x in written if x["status"] == "error") <= 4  # at most the window it died in
+    record = json.loads((out / "m_run.json").read_text())
+    assert record["runs"][-1]["timing"]["outcome"] == "stopped"
+
+    again = ChatServer(port=int(server.url.rsplit(":", 1)[1].split("/")[0])).start()  # the same URL
+    try:
+        done = audioicl(*common, "--base-url", again.url, "--retry-errors")
+    finally:
+        again.stop()
+    assert done.returncode == 0, done.stderr
+    for k in (1, 2, 3):
+        got = read_jsonl(out / f"m_results_k{k}.jsonl")
+        assert len(got) == len({x["id"] for x in got}) == TASKS * PER_TASK
+        assert {x["status"] for x in got} == {"ok"}

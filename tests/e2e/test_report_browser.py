@@ -1,8 +1,14 @@
-"""``audioicl report`` through the CLI, and the page it writes opened in headless Chromium."""
+"""``audioicl report`` through the CLI, and the page it writes opened in headless Chromium.
+
+The players are checked in the browser itself: a copy of the page with a probe script appended reports, after
+load, each ``<audio>`` element's ``readyState``, ``duration`` and error into the DOM that ``--dump-dom`` prints.
+"""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shutil
 import subprocess
 from functools import partial
@@ -21,6 +27,67 @@ CLIPS = ("data/audiolength/easy/3_0.wav", "data/audiolength/easy/5_0.wav")
 
 
 audioicl = partial(cli.audioicl, timeout=300)
+
+# appended to a copy of the page: once every player has loaded its metadata (or 20 s of virtual time went by),
+# one line per <audio>: title, readyState, duration, error code, whether it has a source at all
+PROBE = """<script>
+addEventListener("load", () => {
+  const players = [...document.querySelectorAll("audio")];
+  const report = () => {
+    const out = document.createElement("pre");
+    out.id = "audio-check";
+    out.textContent = JSON.stringify(players.map(a => [a.title, a.readyState, a.duration,
+                                                       a.error && a.error.code, a.currentSrc !== ""]));
+    document.body.appendChild(out);
+  };
+  const waiting = () => players.some(a => a.readyState < 1 && !a.error);
+  let tries = 0;
+  const poll = () => (waiting() && tries++ < 200 ? setTimeout(poll, 100) : report());
+  poll();
+});
+</script>"""
+
+
+def chromium(page: Path, profile: Path, *extra: str) -> str:
+    """The DOM of ``page`` after load (and after the virtual time headless Chromium is given)."""
+    return subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=30000",
+            *extra,
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+
+
+def player_states(page: Path, tmp_path: Path) -> list[list]:
+    """What the browser says of every ``<audio>`` of ``page``: [title, readyState, duration, error, has src]."""
+    probed = tmp_path / f"probed-{page.stem}.html"
+    probed.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8"
+    )
+    dom = chromium(probed, tmp_path / "probe-profile")
+    found = re.search(r'<pre id="audio-check">(.*?)</pre>', dom, re.S)
+    assert found, "the probe did not report: " + dom[-500:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def assert_all_play(states: list[list]) -> None:
+    silent = [s for s in states if not (s[4] and s[1] >= 1 and s[2] > 0 and s[3] is None)]
+    assert not silent, f"{len(silent)} of {len(states)} players have no playable audio: {silent[:5]}"
 
 
 def write_run(root: Path) -> tuple[Path, Path, Path]:
@@ -81,27 +148,7 @@ def test_report_page_renders_in_chromium(tmp_path):
     assert done.returncode == 0, done.stderr
     page = out / "report.html"
     shot = tmp_path / "shot.png"
-    dom = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'chromium-profile'}",
-            f"--screenshot={shot}",
-            "--dump-dom",
-            "--window-size=1280,2000",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=True,
-    ).stdout
+    dom = chromium(page, tmp_path / "chromium-profile", f"--screenshot={shot}", "--window-size=1280,2000")
     pixels = imread(shot)
     assert pixels.shape[:2] == (2000, 1280)
     rgb = pixels[..., :3].reshape(-1, 3)
@@ -115,3 +162,24 @@ def test_report_page_renders_in_chromium(tmp_path):
     assert elements.counts.get("audio") == len(CLIPS)
     assert elements.counts.get("table") == 2  # accuracy table + one example's answers
     assert "AudioICL00901" in dom and "5 seconds" in dom
+
+    states = player_states(page, tmp_path)
+    assert [s[0] for s in states] == list(CLIPS)
+    assert_all_play(states)
+    assert [round(s[2]) for s in states] == [3, 5]
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary")
+def test_every_player_of_the_demo_report_plays_in_chromium(tmp_path):
+    """The demo's report at k = 5 as a user opens it: every <audio> element, including the players that take
+    their source from a shared clip's first player, has audio Chromium can play."""
+    out = tmp_path / "demo"
+    done = audioicl("demo", "--out", out, "--episodes", "3", "--k", "5", "--workers", "1", timeout=600)
+    assert done.returncode == 0, done.stderr
+    page = out / "report" / "report.html"
+    text = page.read_text(encoding="utf-8")
+    assert "not embedded" not in text
+    states = player_states(page, tmp_path)
+    assert len(states) == text.count("<audio ") > 9 * 3 * 6  # nine tasks, three examples, six clips or more
+    assert_all_play(states)

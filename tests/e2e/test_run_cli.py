@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -180,7 +181,8 @@ def test_unreadable_audio_is_an_error_line(dataset, tmp_path):
 
 
 def test_retry_errors_runs_error_lines_again(dataset, tmp_path):
-    """A missing clip gives error lines; once the clip is back, --retry-errors replaces them by ok lines."""
+    """A missing clip gives error lines (with --allow-missing-audio); once the clip is back, --retry-errors
+    replaces them by ok lines."""
     episodes = read_meta(dataset / "meta" / "meta_k1.jsonl")
     rel = episodes[3].query.target.audio_path
     broken = {ep.id for ep in episodes if rel in {clip.audio_path for clip in ep.clips()}}
@@ -190,7 +192,11 @@ def test_retry_errors_runs_error_lines_again(dataset, tmp_path):
     clip.rename(saved)
     out = tmp_path / "out"
     args = ["run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1"]
-    assert f"k=1: 12 written ({n} errors)" in audioicl(*args, rc=1).stdout
+    allowed = audioicl(*args, "--allow-missing-audio", rc=1)
+    assert f"k=1: 12 written ({n} errors)" in allowed.stdout
+    assert (
+        f"1 clip(s) that the selected episodes need are missing ({rel}): {n} result line(s)" in allowed.stderr
+    )
     results = out / "random_results_k1.jsonl"
     assert {line["id"] for line in read_jsonl(results) if line["status"] == "error"} == broken
     saved.rename(clip)
@@ -277,3 +283,161 @@ def test_config_file_under_command_line(dataset, tmp_path):
         "run", "--config", config, "--data", dataset, "--model", "builtin:random", "--out", out, rc=2
     )
     assert f"{config}: argument --layout: invalid choice: 'sideways'" in bad.stderr
+
+
+# --------------------------------------------------------------------------- preflight: refused before any work
+
+
+def _one_error_line(proc: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("audioicl run: error: ")
+    return lines[0]
+
+
+def test_missing_clips_are_counted_up_front(dataset, tmp_path):
+    """A clip missing from the dataset refuses the run before anything is made, with the count and the first
+    few; --allow-missing-audio runs it, each episode that needs the clip getting an error line."""
+    episodes = read_meta(dataset / "meta" / "meta_k1.jsonl")
+    gone = sorted(
+        {episodes[0].query.target.audio_path, *(ep.query.target.audio_path for ep in episodes[3:9])}
+    )
+    for rel in gone:
+        (dataset / rel).unlink()
+    out = tmp_path / "out"
+    args = ["run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "1"]
+    line = _one_error_line(audioicl(*args, rc=2))
+    assert f"{len(gone)} clip(s) that the selected episodes need are missing (" in line
+    assert ", ...)" in line and sum(rel in line for rel in gone) == 3  # the first three
+    assert "--allow-missing-audio" in line
+    assert not out.exists()
+    proc = audioicl(*args, "--allow-missing-audio", rc=1)
+    errors = [r for r in read_jsonl(out / "random_results_k1.jsonl") if r["status"] == "error"]
+    assert f"k=1: 12 written ({len(errors)} errors)" in proc.stdout
+    assert errors and all(
+        "audio file not found" in r["error"] and any(rel in r["error"] for rel in gone) for r in errors
+    )
+
+
+def test_meta_folder_as_data_root_says_did_you_mean(dataset, tmp_path):
+    line = _one_error_line(
+        audioicl(
+            "run", "--data", dataset / "meta", "--model", "builtin:random", "--out", tmp_path / "o", rc=2
+        )
+    )
+    assert f"did you mean --data {dataset}?" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_limit_below_one_is_refused(dataset, tmp_path):
+    for limit in ("0", "-1"):
+        proc = audioicl(
+            "run",
+            "--data",
+            dataset,
+            "--model",
+            "builtin:random",
+            "--out",
+            tmp_path / "o",
+            "--limit",
+            limit,
+            rc=2,
+        )
+        assert f"--limit must be at least 1, got {limit}" in _one_error_line(proc)
+    assert not (tmp_path / "o").exists()
+
+
+def test_out_inside_the_dataset_is_refused(dataset):
+    for out in (dataset / "results", dataset, dataset / "data" / "x"):
+        proc = audioicl("run", "--data", dataset, "--model", "builtin:random", "--out", out, rc=2)
+        assert "is inside the dataset root" in _one_error_line(proc)
+    assert not (dataset / "results").exists() and not (dataset / "data" / "x").exists()
+
+
+def test_a_refused_run_leaves_no_folder(dataset, tmp_path):
+    """Refused after the folder was made (the backend refuses its options): the folders it made go again."""
+    work = tmp_path / "work"
+    (work / "a").mkdir(parents=True)
+    for out, shard in ((work / "a" / "b" / "c", []), (work / "s", ["--shard", "1/2"])):
+        proc = audioicl(
+            "run", "--data", dataset, "--model", "builtin:random", "--out", out, "-o", "bogus=1", *shard, rc=2
+        )
+        assert "builtin backends take no option bogus" in _one_error_line(proc)
+    assert sorted(p.name for p in work.iterdir()) == ["a"] and not any((work / "a").iterdir())
+
+
+@pytest.mark.parametrize("spec", ["foo:bar", "rendering:x", "reuse:x", "base:x"])
+def test_unknown_backend_lists_only_backend_kinds(dataset, tmp_path, spec):
+    proc = audioicl("run", "--data", dataset, "--model", spec, "--out", tmp_path / "o", rc=2)
+    kind = spec.split(":")[0]
+    assert _one_error_line(proc).endswith(f"unknown backend {kind!r} (known: builtin, hf, openai, vllm)")
+
+
+def test_missing_checkpoint_folder_says_no_such_folder(dataset, tmp_path):
+    work = tmp_path / "work"
+    (work / "ckpts").mkdir(parents=True)
+    for name in (
+        "./no-such-ckpt",
+        str(work / "no-such-ckpt"),
+        "ckpts/qwen-typo",
+        "~/no-such-audioicl-ckpt",
+    ):
+        for kind in ("hf", "vllm"):
+            proc = audioicl(
+                "run", "--data", dataset, "--model", f"{kind}:{name}", "--out", "o", cwd=work, rc=2
+            )
+            assert _one_error_line(proc).endswith(f"no such folder {name} (the checkpoint of {kind}:{name})")
+    assert sorted(p.name for p in work.iterdir()) == ["ckpts"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "module", "extra"),
+    [
+        ("hf:Org/some-model", "transformers", "hf"),
+        ("openai:gpt-4o-audio", "httpx", "api"),
+        ("vllm:Org/m", "vllm", "vllm"),
+    ],
+)
+def test_a_missing_extra_is_named(dataset, tmp_path, spec, module, extra):
+    """The package is made unimportable the way a missing one is (``sys.modules[name] = None``)."""
+    code = (
+        f"import sys; sys.modules[{module!r}] = None; from audioicl.cli.main import main; "
+        "raise SystemExit(main(sys.argv[1:]))"
+    )
+    args = ["run", "--data", str(dataset), "--model", spec, "--out", str(tmp_path / "o")]
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    kind = spec.split(":")[0]
+    assert _one_error_line(proc).endswith(
+        f"the {kind} backend needs {module}: pip install 'audioicl[{extra}]'"
+    )
+    assert not (tmp_path / "o").exists()
+
+
+PROGRESS_LINE = r"progress: k=1-3 (\d+)/36 prompts \(\d+\.\d%\), [\d.e+]+ prompts/s, ETA \d+[hms]"
+PROGRESS_DONE = r"progress: k=1-3 36/36 prompts \(100\.0%\) in \d+[hms].*, [\d.e+]+ prompts/s"
+
+
+def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tiny_dataset, tmp_path):
+    """stderr is a pipe here (a log file, a scheduler's output): no tqdm bar, but a plain line every
+    $AUDIOICL_PROGRESS_EVERY seconds (0: after every window) and one at the end."""
+    import re
+
+    every = audioicl(
+        "run", "--data", tiny_dataset, "--model", "builtin:random", "--out", tmp_path / "a",
+        "--batch-size", "3", "--window", "6", env={**os.environ, "AUDIOICL_PROGRESS_EVERY": "0"},
+    )  # fmt: skip
+    lines = [line for line in every.stderr.splitlines() if line.startswith("progress:")]
+    assert "\r" not in every.stderr and "it/s" not in every.stderr  # no bar
+    assert len(lines) >= 4, every.stderr
+    done = [int(re.fullmatch(PROGRESS_LINE, line)[1]) for line in lines[:-1]]
+    assert done == sorted(done) and 0 < done[0] < 36
+    assert re.fullmatch(PROGRESS_DONE, lines[-1]), lines[-1]
+
+    default = audioicl(
+        "run", "--data", tiny_dataset, "--model", "builtin:random", "--out", tmp_path / "b",
+        env={k: v for k, v in os.environ.items() if k != "AUDIOICL_PROGRESS_EVERY"},
+    )  # fmt: skip
+    (last,) = [line for line in default.stderr.splitlines() if line.startswith("progress:")]  # a fast run
+    assert re.fullmatch(PROGRESS_DONE, last), last

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import cli
 import pytest
+from helpers import write_bare_meta, write_results, write_run_record
 from reference_data import REFERENCE
 
 audioicl_score = partial(cli.audioicl, "score", timeout=120)
@@ -154,8 +155,129 @@ def test_score_errors_and_skip_bad_lines(tmp_path: Path):
 
     done = audioicl_score("--in", runs, "--out", tmp_path / "s.csv", "--skip-bad-lines")
     assert done.returncode == 0, done.stderr
-    assert "1 malformed line(s) counted as wrong" in done.stderr
-    assert read_rows(tmp_path / "s.csv")[1:] == [
-        ["m", "1", "", "0.000000", "1"],
-        ["m", "1", "AudioCount", "1.000000", "2"],
-    ]
+    assert "1 malformed line(s) counted as wrong in their task" in done.stderr
+    # its id (AudioICL00003) is in AudioCount's block: a wrong AudioCount line, never a task with no name
+    assert read_rows(tmp_path / "s.csv")[1:] == [["m", "1", "AudioCount", "0.666667", "3"]]
+    assert "(no task)" not in done.stdout
+
+
+def test_skip_bad_lines_never_makes_a_task_of_its_own(tmp_path: Path):
+    """A line that tells its task by its id stays in it; one that tells nothing is an unreadable line,
+    reported apart, in no task, no n and no mean over tasks; the report draws no unnamed task."""
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=2)
+    runs = tmp_path / "runs"
+    path = write_results(runs / "m_results_k1.jsonl", episodes[:-1])
+    last = json.dumps({"id": episodes[-1][0], "task": episodes[-1][1], "response": "Normal", "gt": "Normal"})
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("not json at all\n" + last[:25] + "\n")
+    scores = tmp_path / "scores" / "summary.csv"
+    done = audioicl_score("--in", runs, "--out", scores, "--data", data, "--skip-bad-lines")
+    assert done.returncode == 0, done.stderr
+    rows = read_rows(scores)[1:]
+    assert "" not in {row[2] for row in rows} and len(rows) == 9
+    assert ["m", "1", "AnomalyDetect", "0.500000", "2"] in rows
+    assert "1 malformed line(s) counted as wrong in their task" in done.stderr
+    assert "1 unreadable line(s) whose task cannot be told" in done.stderr
+    assert "(no task)" not in done.stdout
+    assert "94.4% over all 9 tasks" in done.stdout  # (8 x 100 % + 50 %) / 9: nine tasks, not ten
+    coverage = read_rows(tmp_path / "scores" / "summary_coverage.csv")
+    assert dict(zip(coverage[0], coverage[1], strict=True))["unreadable"] == "1"
+    report = tmp_path / "report"
+    cli.audioicl("report", "--scores", scores, "--out", report, rc=0, timeout=120)
+    assert not (report / "accuracy_unnamed.png").exists()
+    markdown = (report / "report.md").read_text(encoding="utf-8")
+    assert "(no task)" not in markdown and "1 unreadable line(s) in no task" in markdown
+
+
+def truncated_run(tmp_path: Path, *, record: bool) -> tuple[Path, Path]:
+    """A crashed, resumable run: 49 of 90 lines (9 tasks x 10 episodes, k = 1), all right: four tasks whole,
+    AudioLengthHard 9 of 10, four tasks absent; with its run record (data root, the run's selection) or not."""
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=10)
+    runs = tmp_path / "runs"
+    write_results(runs / "m_results_k1.jsonl", episodes[:49])
+    if record:
+        write_run_record(runs, "m", data, [{"shots": [1], "tasks": None, "limit": None}])
+    return data, runs
+
+
+@pytest.mark.parametrize("how", ["run record", "--data"])
+def test_truncated_folder_prints_its_coverage_and_no_unmarked_mean(tmp_path: Path, how: str):
+    data, runs = truncated_run(tmp_path, record=how == "run record")
+    out = tmp_path / "scores" / "summary.csv"
+    extra = ("--data", data) if how == "--data" else ()
+    done = audioicl_score("--in", runs, "--out", out, *extra)
+    assert done.returncode == 0, done.stderr  # scoring a partial folder is routine: exit 0, loudly marked
+    assert "100.0% over 4 of 9 tasks: incomplete" in done.stdout
+    assert "100.0% over all" not in done.stdout and "over 5" not in done.stdout
+    assert "49/90" in done.stdout and "incomplete" in done.stdout
+    assert "4 task(s) absent: AudioOperatorHard, MorseCode, AudioRemap, AnomalyDetect" in done.stdout
+    assert "partial: AudioLengthHard 9/10" in done.stdout
+    assert "warning: m k=1: incomplete: 41 of the 90 episodes have no line" in done.stderr
+    assert out.read_bytes().count(b"\r\n") == 6  # the summary: the original's rows for the 5 tasks present
+    coverage = read_rows(tmp_path / "scores" / "summary_coverage.csv")
+    assert coverage[0][:4] == ["model", "shots", "status", "selection"]
+    assert coverage[1][:3] == ["m", "1", "incomplete"]
+    strict = audioicl_score("--in", runs, "--out", out, *extra, "--require-complete")
+    assert strict.returncode == 1 and "not complete (--require-complete)" in strict.stderr
+    assert out.is_file()  # every file is still written
+
+    report = tmp_path / "report"
+    cli.audioicl("report", "--scores", out, "--out", report, rc=0, timeout=120)
+    markdown = (report / "report.md").read_text(encoding="utf-8")
+    mean_row = next(row for row in markdown.splitlines() if row.startswith("| mean over tasks"))
+    assert mean_row.endswith("| 100.0% (4 of 9 tasks: incomplete) |")
+    assert "AudioLengthHard" in markdown and "(partial: 9 of 10 episodes)" in markdown
+    assert "## Coverage" in markdown and "4 task(s) absent" in markdown
+
+
+def test_unchecked_folder_says_so(tmp_path: Path):
+    _, runs = truncated_run(tmp_path, record=False)
+    done = audioicl_score("--in", runs, "--out", tmp_path / "s.csv")
+    assert done.returncode == 0, done.stderr
+    assert "100.0% over 5 of 9 tasks: coverage unchecked" in done.stdout
+    assert "pass --data ROOT" in done.stderr
+    assert audioicl_score("--in", runs, "--out", tmp_path / "s.csv", "--require-complete").returncode == 1
+
+
+def test_score_prints_the_mean_over_tasks(tmp_path: Path):
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=3)
+    write_results(tmp_path / "runs" / "m_results_k1.jsonl", episodes, lambda gt: gt if gt == "3" else "no")
+    out = tmp_path / "summary.csv"
+    done = audioicl_score("--in", tmp_path / "runs", "--out", out, "--data", data, "--require-complete")
+    assert done.returncode == 0, done.stderr
+    # six integer tasks right, MorseCode, AudioRemap, AnomalyDetect wrong: 6 / 9
+    assert "coverage and mean over tasks" in done.stdout and "66.7% over all 9 tasks" in done.stdout
+    assert "complete" in done.stdout and "warning" not in done.stderr
+
+
+def test_limit_run_is_labelled_a_subset(tmp_path: Path, nine_tasks: Path):
+    """``run --limit 1`` asks the first episode of each task: score and report say so, from its run record."""
+    runs = tmp_path / "runs"
+    cli.audioicl(
+        "run",
+        "--model",
+        "builtin:random",
+        "--data",
+        nine_tasks,
+        "--out",
+        runs,
+        "--k",
+        "1",
+        "--limit",
+        "1",
+        rc=0,
+        timeout=300,
+    )
+    out = tmp_path / "scores" / "summary.csv"
+    done = audioicl_score("--in", runs, "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert "subset (first 1 episode per task)" in done.stdout
+    assert "9/9 of 27" in done.stdout
+    assert "warning: random k=1: subset: first 1 episode per task (9 of 27 episodes)" in done.stderr
+    report = tmp_path / "report"
+    cli.audioicl("report", "--scores", out, "--out", report, rc=0, timeout=120)
+    markdown = (report / "report.md").read_text(encoding="utf-8")
+    assert "(subset)" in markdown and "subset: first 1 episode per task (9 of 27 episodes)" in markdown

@@ -19,13 +19,18 @@ audio:
   interpolation for numbers, nearest demo clip for categories, sum of the parts for AudioRemap's MIX) and
   across episodes (nearest neighbours, cross-validated and grouped by query clip).
 
-A shortcut **fails** when it beats the baseline by more than ``margin`` points, and significantly (the
-one-sided 95% Wilson lower bound of its accuracy is above the baseline). The baseline is uniform
-chance, except for the tasks whose published construction lets the demo labels narrow the answer
-(AudioCount's distinct counts: elimination; the operator tasks: what the demo values say about the
-operator and the value distribution of a op b): there the text-only floor is that construction, reported
-as the floor and used as the baseline. A feature that is the task's own rule (duration for the length
-tasks, RMS for the count tasks, whose total energy grows with every hit) is reported, not judged.
+A shortcut **fails** when it beats its baseline by more than ``margin`` points *and* significantly: an exact
+one-sided binomial test of its hits against the baseline, with Holm's correction over every shortcut the
+audit tests (family-wise error 5 %: a dataset without a shortcut fails with probability at most 5 %, however
+small it is). A shortcut is tested only where it *could* be significant: a perfect score on its n episodes
+(p = baseline^n) must pass the correction, so n must reach log(alpha / K) / log(baseline), K the number of
+such shortcuts (Tarone's rule for discrete tests); below that it is reported as too few episodes to judge,
+never failed. The baseline is uniform chance, except for the tasks whose published construction lets the
+demo labels narrow the answer (AudioCount's distinct counts: elimination; the operator tasks: what the demo
+values say about the operator and the value distribution of a op b): there the text-only floor is that
+construction, reported as the floor and used as the baseline. A feature that is the task's own rule
+(duration for the length tasks, RMS for the count tasks, whose total energy grows with every hit) is
+reported, not judged.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -52,13 +57,16 @@ from audioicl.prompts.build import build_prompt
 from audioicl.prompts.clips import SilentClips
 from audioicl.records import Episode
 from audioicl.scoring.rules import judge
-from audioicl.scoring.stats import wilson_interval
 from audioicl.tasks import TASKS
 from audioicl.tasks.chance import chance_level, order_tasks
 from audioicl.tasks.remap import PATTERNS
 
+from .compare import holm
+
 DEFAULT_MARGIN = 5.0  # points above the baseline
-ONE_SIDED_95 = 1.645  # and the excess must be significant: the Wilson lower bound above the baseline
+ALPHA = 0.05  # family-wise: a dataset without a shortcut fails with probability at most 5 %
+TEST = "exact one-sided binomial test against the baseline"
+CORRECTION = "Holm, over every shortcut tested (family-wise error)"
 FOLDS = 5
 NEIGHBOURS = 9
 NAME_POSITIONS = (0, 1, 2, 3, -1, -2, -3, -4)
@@ -89,13 +97,26 @@ MAX_EXAMPLES = 5
 
 @dataclass(frozen=True)
 class Shortcut:
-    """One way to answer without learning the rule. ``accuracy`` None: not measurable here (no audio)."""
+    """One way to answer without learning the rule. ``accuracy`` None: not measurable here (no audio).
+
+    Once the audit has tested it: ``baseline`` (what it is judged against), ``hits`` (its expected hits
+    over tie-breaks, rounded down), ``p_value`` (exact one-sided binomial, hits against the baseline),
+    ``adjusted_p`` (Holm), ``min_episodes`` (the n a perfect score needs to pass the correction; None: it
+    cannot fail, the baseline plus the margin reaching 100 %) and ``status``: ``fail``, ``pass``, ``too
+    few`` (fewer episodes than ``min_episodes``: not tested), ``not judged`` (the task's own signal or
+    its published floor) or ``not measured``."""
 
     name: str
     accuracy: float | None
     n: int
     judged: bool
     note: str = ""
+    baseline: float | None = None
+    hits: int | None = None
+    p_value: float | None = None
+    adjusted_p: float | None = None
+    min_episodes: int | None = None
+    status: str = ""
 
 
 @dataclass(frozen=True)
@@ -138,6 +159,9 @@ class TaskAudit:
     beyond_normal: dict[str, str]  # AnomalyDetect, per feature: anomalous clips beyond every normal one
     shortcuts: list[Shortcut]
     failures: list[str] = field(default_factory=list)
+    against: dict[str, float] = field(default_factory=dict)  # shortcut → what it is judged against
+    min_episodes: int | None = None  # the n a perfect shortcut needs at this row's baseline
+    verdict: str = ""  # FAIL, ok, or "too few" (no judged shortcut had enough episodes to be tested)
 
     def shortcut(self, name: str) -> Shortcut | None:
         return next((s for s in self.shortcuts if s.name == name), None)
@@ -153,6 +177,22 @@ class Duplicates:
     examples: tuple[tuple[str, ...], ...]
 
 
+@dataclass(frozen=True)
+class Testing:
+    """How the audit decides: the test, the correction, the family-wise level ``alpha``, how many
+    shortcuts were ``tested`` of the ``judged`` ones measured, and the least p value a perfect score must
+    be able to reach (``threshold`` = alpha / K, Tarone's K) to be tested at all."""
+
+    test: str
+    correction: str
+    alpha: float
+    judged: int
+    tested: int
+    too_few: int
+    threshold: float
+    minimum: str  # the rule for the minimum n, in words
+
+
 @dataclass
 class AuditReport:
     root: str
@@ -161,6 +201,7 @@ class AuditReport:
     decoded: int  # clips whose audio was read (0: paths only)
     tasks: list[TaskAudit]
     duplicates: Duplicates | None
+    testing: Testing | None = None
 
     @property
     def ok(self) -> bool:
@@ -700,8 +741,15 @@ def _mean(values: Iterable[float]) -> float:
 
 
 def audit_task(
-    task: str, k: int, episodes: Sequence[Episode], infos: dict[str, ClipInfo], margin: float
+    task: str,
+    k: int,
+    episodes: Sequence[Episode],
+    infos: dict[str, ClipInfo],
+    margin: float,
+    alpha: float = ALPHA,
 ) -> TaskAudit:
+    """One task at one k: every shortcut measured, and judged as a family of this row alone (``audit``
+    judges again over all rows)."""
     keys = {path: info.key for path, info in infos.items()}
     names = {info.key: path for path, info in sorted(infos.items(), reverse=True)}  # key → first path
     targets = [keys[ep.query.target.audio_path] for ep in episodes]
@@ -758,22 +806,148 @@ def audit_task(
         shortcuts=shortcuts + features,
     )
     # a feature must beat the label prior too: across episodes it could answer with the prior alone
-    against = {s.name: baseline for s in shortcuts} | {s.name: max(baseline, prior) for s in features}
-    audit.failures = [
-        f"{s.name} {s.accuracy:.1%} > {against[s.name]:.1%} + {margin:g} points"
-        for s in audit.shortcuts
-        if s.judged and s.accuracy is not None and beats(s.accuracy, s.n, against[s.name], margin)
-    ]
+    audit.against = {s.name: baseline for s in shortcuts} | {s.name: max(baseline, prior) for s in features}
+    judge_shortcuts([audit], margin, alpha)  # alone; ``audit`` judges all tasks and k as one family
     return audit
 
 
-def beats(accuracy: float, n: int, baseline: float, margin: float) -> bool:
-    """More than ``margin`` points above ``baseline``, and significantly above it (one-sided 95% Wilson
-    lower bound): a small dataset's noise alone does not fail it."""
-    low, _ = wilson_interval(round(accuracy * n), n, ONE_SIDED_95)
-    return (
-        100 * (accuracy - baseline) > margin + 1e-9 and low > baseline
-    )  # 1e-9: exactly the margin is not more
+# --------------------------------------------------------------------------- the tests
+
+
+def binomial_tail(hits: int, n: int, p: float) -> float:
+    """P(X >= hits) for X ~ Binomial(n, p), exactly (the terms summed in log space)."""
+    if hits <= 0:
+        return 1.0
+    if hits > n or p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    head = math.lgamma(n + 1)
+    terms = [
+        math.exp(head - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
+        for i in range(hits, n + 1)
+    ]
+    return min(1.0, math.fsum(terms))
+
+
+def hits_of(accuracy: float, n: int) -> int:
+    """Expected hits over tie-breaks (``accuracy`` × n), rounded down: a fraction of a hit never counts."""
+    return math.floor(accuracy * n + 1e-6)
+
+
+def _exceeds(accuracy: float, baseline: float, margin: float) -> bool:
+    return 100 * (accuracy - baseline) > margin + 1e-9  # 1e-9: exactly the margin is not more
+
+
+def least_p(n: int, baseline: float, margin: float) -> float:
+    """The smallest p value a shortcut on ``n`` episodes can reach: a perfect score's, baseline^n (1 when
+    even a perfect score is not more than ``margin`` points above the baseline: it can never fail)."""
+    return binomial_tail(n, n, baseline) if _exceeds(1.0, baseline, margin) else 1.0
+
+
+def min_episodes(baseline: float, margin: float, threshold: float) -> int | None:
+    """The fewest episodes on which a perfect score reaches ``threshold``: ceil(log threshold / log
+    baseline), 1 at a baseline of 0; None where no n does (baseline + margin at 100 % or more)."""
+    if not _exceeds(1.0, baseline, margin):
+        return None
+    if baseline <= 0.0:
+        return 1
+    n = max(1, math.ceil(math.log(threshold) / math.log(baseline) - 1e-9))
+    while least_p(n, baseline, margin) > threshold:
+        n += 1
+    while n > 1 and least_p(n - 1, baseline, margin) <= threshold:
+        n -= 1
+    return n
+
+
+def tarone_k(least: Sequence[float], alpha: float) -> int:
+    """Tarone's rule for discrete tests: the smallest K such that at most K tests can reach alpha / K at
+    all. Only those are tested (a test that cannot reach it could never be significant after the
+    correction, and counting it would only make the others' correction harsher)."""
+    k = 1
+    while sum(p <= alpha / k for p in least) > k:
+        k += 1
+    return k
+
+
+def judge_shortcuts(tasks: Sequence[TaskAudit], margin: float, alpha: float = ALPHA) -> Testing:
+    """Test every judged, measured shortcut of ``tasks`` as one family and set statuses, failures and
+    verdicts: an exact one-sided binomial test of its hits against its baseline; Holm's correction over
+    the shortcuts tested (those whose perfect score could reach alpha / K, K by Tarone's rule); a failure
+    needs a Holm-adjusted p <= alpha and an accuracy more than ``margin`` points above the baseline."""
+    candidates = [
+        (t, i)
+        for t in tasks
+        for i, s in enumerate(t.shortcuts)
+        if s.judged and s.accuracy is not None and s.n > 0
+    ]
+    for t in tasks:  # a row made by hand may not say: its baseline
+        t.against = {s.name: t.against.get(s.name, t.baseline) for s in t.shortcuts}
+    least = [least_p(t.shortcuts[i].n, t.against[t.shortcuts[i].name], margin) for t, i in candidates]
+    k = tarone_k(least, alpha)
+    threshold = alpha / k
+    tested = [c for c, p in zip(candidates, least, strict=True) if p <= threshold]
+    p_values = []
+    for t, i in tested:
+        s = t.shortcuts[i]
+        p_values.append(binomial_tail(hits_of(s.accuracy, s.n), s.n, t.against[s.name]))  # type: ignore[arg-type]
+    keys = [(id(t), i) for t, i in tested]
+    adjusted = dict(zip(keys, zip(p_values, holm(p_values), strict=True), strict=True))
+    for t in tasks:
+        for i, s in enumerate(t.shortcuts):
+            against = t.against[s.name]
+            fields: dict = {"baseline": against}
+            if s.accuracy is None:
+                fields["status"] = "not measured"
+            elif not s.judged:
+                fields["status"] = "not judged"
+            else:
+                fields["hits"] = hits_of(s.accuracy, s.n)
+                fields["min_episodes"] = min_episodes(against, margin, threshold)
+                if (id(t), i) in adjusted:
+                    p, adj = adjusted[(id(t), i)]
+                    failed = adj <= alpha and _exceeds(s.accuracy, against, margin)
+                    fields |= {"p_value": p, "adjusted_p": adj, "status": "fail" if failed else "pass"}
+                else:
+                    fields |= {"p_value": None, "adjusted_p": None, "status": "too few"}
+            t.shortcuts[i] = replace(s, **fields)
+        t.failures = [
+            f"{s.name} {s.accuracy:.1%} > {s.baseline:.1%} + {margin:g} points "
+            f"(p = {_p(s.p_value)}, Holm {_p(s.adjusted_p)})"
+            for s in t.shortcuts
+            if s.status == "fail"
+        ]
+        t.min_episodes = min_episodes(t.baseline, margin, threshold)
+        statuses = [s.status for s in t.shortcuts if s.status in ("fail", "pass", "too few")]
+        t.verdict = (
+            "FAIL"
+            if t.failures
+            else "too few"
+            if statuses and all(status == "too few" for status in statuses)
+            else "ok"
+        )
+    judged = len(candidates)
+    return Testing(
+        test=TEST,
+        correction=CORRECTION,
+        alpha=alpha,
+        judged=judged,
+        tested=len(tested),
+        too_few=judged - len(tested),
+        threshold=threshold,
+        minimum=(
+            f"a shortcut is tested where a perfect score could be significant after the correction: "
+            f"baseline^n <= alpha / K = {_p(threshold)} (K = {k}, Tarone's rule), i.e. "
+            f"n >= log(alpha / K) / log(baseline); below it: too few episodes to judge"
+        ),
+    )
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.2g}" if value >= 1e-4 or value == 0 else f"{value:.1e}"
 
 
 # --------------------------------------------------------------------------- the dataset
@@ -783,12 +957,16 @@ def audit(
     root: str | os.PathLike,
     *,
     margin: float = DEFAULT_MARGIN,
+    alpha: float = ALPHA,
     workers: int | None = None,
     say: Callable[[str], None] = lambda line: None,
 ) -> AuditReport:
-    """Audit every task and k of the dataset at ``root`` (meta files under ``root/meta`` or ``root``)."""
+    """Audit every task and k of the dataset at ``root`` (meta files under ``root/meta`` or ``root``), all
+    shortcuts of all rows tested as one family (Holm at family-wise level ``alpha``)."""
     if margin < 0:
         raise AudioICLError(f"margin must be >= 0 points, got {margin:g}")
+    if not 0 < alpha < 1:
+        raise AudioICLError(f"alpha must be between 0 and 1, got {alpha:g}")
     metas = find_meta_files(root)
     by_k = {k: read_meta(path) for k, path in metas.items()}
     paths = sorted({clip.audio_path for eps in by_k.values() for ep in eps for clip in ep.clips()})
@@ -802,8 +980,9 @@ def audit(
             grouped[ep.task].append(ep)
         for task in order_tasks(set(grouped)):
             say(f"k={k} {task}")
-            tasks.append(audit_task(task, k, grouped[task], infos, margin))
-    return AuditReport(str(root), margin, len(paths), decoded, tasks, duplicates(infos))
+            tasks.append(audit_task(task, k, grouped[task], infos, margin, alpha))
+    testing = judge_shortcuts(tasks, margin, alpha)
+    return AuditReport(str(root), margin, len(paths), decoded, tasks, duplicates(infos), testing)
 
 
 # --------------------------------------------------------------------------- the table
@@ -819,14 +998,15 @@ def _cell(audit: TaskAudit, name: str) -> str:
         return "n/a"
     if not shortcut.judged:
         return _pct(shortcut.accuracy) + "*"
-    failed = any(f.startswith(name + " ") for f in audit.failures)
-    return _pct(shortcut.accuracy) + ("!" if failed else "")
+    mark = {"fail": "!", "too few": "?"}.get(shortcut.status, "")
+    return _pct(shortcut.accuracy) + mark
 
 
 COLUMNS = (
     "task",
     "k",
     "n",
+    "min n",
     "chance",
     "floor",
     "prior",
@@ -846,7 +1026,10 @@ LEGEND = (
     "label of an own demo clip that is the query clip; names: the label read from the query's file name; "
     "duration .. low-freq: that feature alone, best of the within-episode and across-episode rules, judged "
     "against the prior too. Cross-validation: 5 folds grouped by query clip. !: beats its baseline by more "
-    "than the margin, significantly (one-sided 95%); *: the task's own signal, not judged."
+    "than the margin, significantly: exact one-sided binomial test against the baseline, Holm's correction "
+    "over every shortcut tested (family-wise 5 %); ?: too few episodes to judge (a perfect score could not "
+    "be significant after the correction); min n: the episodes a shortcut at the row's baseline needs to be "
+    "tested; *: the task's own signal, not judged."
 )
 
 
@@ -860,6 +1043,7 @@ def format_table(report: AuditReport) -> list[str]:
                 t.task,
                 str(t.k),
                 str(t.episodes),
+                "-" if t.min_episodes is None else str(t.min_episodes),
                 _pct(t.chance),
                 floor,
                 _cell(t, "label prior"),
@@ -870,7 +1054,7 @@ def format_table(report: AuditReport) -> list[str]:
                 _cell(t, "copy"),
                 _cell(t, "file names"),
                 *(_cell(t, name) for name in FEATURES),
-                "FAIL" if t.failures else "ok",
+                t.verdict or ("FAIL" if t.failures else "ok"),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
@@ -922,10 +1106,26 @@ def format_report(report: AuditReport) -> str:
         lines += [
             f"  {t.task} k={t.k} {name}: {text}" for t in beyond for name, text in t.beyond_normal.items()
         ]
+    testing = report.testing
+    if testing is not None:
+        few_rows = [t for t in report.tasks if t.verdict == "too few"]
+        lines += [
+            "",
+            f"tests: {testing.test}; {testing.correction}, alpha {testing.alpha:g}: "
+            f"{testing.tested} of {testing.judged} judged shortcuts tested",
+        ]
+        if testing.too_few:
+            lines += [
+                f"too few episodes to judge: {testing.too_few} shortcuts (?), {len(few_rows)} rows with none "
+                f"tested (too few); {testing.minimum}"
+            ]
     failed = [t for t in report.tasks if t.failures]
     if not failed:
-        lines += ["", f"no shortcut beats its baseline by more than {report.margin:g} points"]
+        lines += [
+            "",
+            f"no shortcut beats its baseline by more than {report.margin:g} points significantly",
+        ]
     else:
-        lines += ["", "shortcuts that beat their baseline by more than the margin:"]
+        lines += ["", "shortcuts that beat their baseline by more than the margin, significantly:"]
         lines += [f"  {t.task} k={t.k}: {failure}" for t in failed for failure in t.failures]
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from audioicl.backends import ModelSpec
 from audioicl.dataset.build import build
+from audioicl.files import check_output
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import run
 from audioicl.scoring.score import Scoring, format_table, score_folder
@@ -49,6 +50,7 @@ def run_demo(options: DemoOptions, say: Callable[[str], None] = print) -> DemoOu
     from .report import ReportOptions, write_report  # matplotlib: imported only when a report is made
 
     out = Path(options.out)
+    check_output(out, "--out", folder=True)  # before a minute of building
     data, results, scores, report = out / "data", out / "results", out / "scores", out / "report"
     seconds: dict[str, float] = {}
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import pkgutil
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from audioicl.errors import AudioICLError
@@ -84,12 +85,32 @@ class Response:
         return cls(None, error)
 
 
+class BackendUnreachable(AudioICLError):
+    """Raised by ``generate`` when no request of the call could reach the backend (a server that refuses
+    connections or whose name does not resolve): the runner stops at once and writes no line for the call,
+    so that a rerun resumes there, instead of writing an error line for every episode left."""
+
+
+class GenerationStopped(Exception):  # noqa: N818 (not an error: the call was asked to stop)
+    """Raised by ``generate`` after the backend's optional ``stop()`` was called: ``answered`` maps the index
+    of each request answered before the stop to its response; the others were not answered (a rerun asks
+    them again)."""
+
+    def __init__(self, answered: Mapping[int, Response]):
+        super().__init__(f"stopped with {len(answered)} requests answered")
+        self.answered = dict(answered)
+
+
 class Backend(Protocol):
     """``name``: what it is (``builtin:random``, ``hf:Qwen2-Audio-7B-Instruct``); ``family``: the
     system-prompt family (``prompts.sets.FAMILIES``); ``max_clip_seconds``: the longest clip it accepts (None:
     any; the runner turns longer clips into error lines); ``info``: facts for the run record (versions,
     checkpoint hash, dtype, device). ``generate`` returns one response per request, in order; ``close``
-    frees what the backend holds (GPU memory, connections)."""
+    frees what the backend holds (GPU memory, connections).
+
+    Optional, ``stop()``: asks the ``generate`` in hand (and any later one) to return soon, raising
+    ``GenerationStopped`` with what it has answered. It is called from a signal handler, in the thread that
+    runs ``generate``: it only sets a flag (no lock, no I/O). A backend without it finishes its call."""
 
     name: str
     family: str
@@ -168,35 +189,69 @@ class ModelSpec:
         return f"{self.backend}:{self.name}"
 
 
-def _available_kinds() -> list[str]:
-    modules = {m.name for m in pkgutil.iter_modules(_package_path())}
-    return sorted((modules - {"base", "__init__"}) | set(BACKENDS.names()))
+# The backend kinds of this package: kind → the extra that installs what its module needs (None: nothing).
+# Only these modules are imported as kinds (the others of ``backends/`` are their helpers); a kind registered
+# from elsewhere (``register_backend``) is known too.
+BACKEND_KINDS: Mapping[str, str | None] = {"builtin": None, "hf": "hf", "openai": "api", "vllm": "vllm"}
+# Kinds whose name is a checkpoint: a hub id or a local folder.
+CHECKPOINT_KINDS = frozenset({"hf", "vllm"})
 
 
-def _package_path() -> list[str]:
-    package = importlib.import_module(__package__)
-    return list(package.__path__)
+def backend_kinds() -> list[str]:
+    """The backend kinds ``backend:name`` may name: this package's and any registered from elsewhere."""
+    return sorted(set(BACKEND_KINDS) | set(BACKENDS.names()))
 
 
 def _import_kind(kind: str) -> None:
-    if kind in BACKENDS:
-        return
-    if kind == "base" or not kind.isidentifier():
+    """Import the module of one of this package's kinds, which registers it; a package it needs that is
+    not installed is refused naming the extra that installs it."""
+    if kind in BACKENDS or kind not in BACKEND_KINDS:
         return
     try:
         importlib.import_module(f"{__package__}.{kind}")
     except ModuleNotFoundError as exc:
-        if exc.name != f"{__package__}.{kind}":
-            raise AudioICLError(
-                f"backend {kind!r} needs a package that is not installed: {exc.name}"
-            ) from exc
+        if exc.name == f"{__package__}.{kind}":
+            raise
+        extra = BACKEND_KINDS[kind]
+        install = f": pip install 'audioicl[{extra}]'" if extra else ""
+        raise AudioICLError(f"the {kind} backend needs {exc.name or 'a package'}{install}") from exc
+
+
+def looks_like_path(name: str) -> bool:
+    """Whether a checkpoint name is meant as a local folder rather than a hub id (``ORG/NAME``): it starts
+    with ``.``, ``/``, ``~``, ``\\`` or a drive letter, or its first component exists here."""
+    if name.startswith((".", "/", "~", "\\")) or re.match(r"^[A-Za-z]:[\\/]", name):
+        return True
+    first = Path(name).parts[0] if Path(name).parts else ""
+    return bool(first) and first != name and Path(first).exists()
+
+
+def check_checkpoint(model: ModelSpec) -> None:
+    """Refuse a checkpoint kind's name that is meant as a local folder (``looks_like_path``) but is none."""
+    if model.backend not in CHECKPOINT_KINDS or not looks_like_path(model.name):
+        return
+    path = Path(model.name).expanduser()
+    if not path.exists():
+        raise AudioICLError(f"no such folder {model.name} (the checkpoint of {model})")
+    if not path.is_dir():
+        raise AudioICLError(f"{model.name} is a file; the checkpoint of {model} must be a folder")
+
+
+def check_model(model: ModelSpec, import_kind: bool = True) -> None:
+    """What ``load_backend`` would refuse before it builds anything: an unknown kind, a checkpoint folder
+    that does not exist and (``import_kind``) a package the kind needs that is not installed."""
+    if model.backend not in BACKEND_KINDS and model.backend not in BACKENDS:
+        raise AudioICLError(f"unknown backend {model.backend!r} (known: {', '.join(backend_kinds())})")
+    check_checkpoint(model)
+    if import_kind:
+        _import_kind(model.backend)
 
 
 def load_backend(model: ModelSpec, workload: Workload | None = None, **options: object) -> Backend:
     """The backend for a model spec, built with ``options`` (and ``workload`` where its factory takes one)."""
-    _import_kind(model.backend)
-    if model.backend not in BACKENDS:
-        raise AudioICLError(f"unknown backend {model.backend!r} (known: {', '.join(_available_kinds())})")
+    check_model(model)
+    if model.backend not in BACKENDS:  # a module of ours that registered nothing
+        raise AudioICLError(f"unknown backend {model.backend!r} (known: {', '.join(backend_kinds())})")
     factory = BACKENDS.get(model.backend)
     if workload is not None and "workload" in inspect.signature(factory).parameters:
         return factory(model.name, workload=workload, **options)

@@ -48,6 +48,7 @@ from audioicl.prompts.chat import AudioPart
 from .base import (
     Backend,
     GenerationConfig,
+    GenerationStopped,
     Request,
     Response,
     Usage,
@@ -383,6 +384,7 @@ class HFBackend:
         if self.reuse != "off":
             self.parts = PARTS[self.model_family.name](self.model, self.encoder)
         self.embeddings = EmbeddingCache(self.audio_cache_mb * 2**20)
+        self._halted = False  # stop() was called: generate returns after the batch in hand
         window = getattr(self.processor.feature_extractor, "n_samples", None)
         reads_valid = self.model_family.encoder_reads_valid_frames or (
             self.parts is not None and self.encoder == "valid"
@@ -656,7 +658,14 @@ class HFBackend:
 
     # ----------------------------------------------------------------- the protocol
 
+    def stop(self) -> None:
+        """Make ``generate`` return after the batch in hand, raising ``GenerationStopped`` with the answers
+        it has (called from a signal handler: it only sets a flag)."""
+        self._halted = True
+
     def generate(self, requests: Sequence[Request], config: GenerationConfig) -> list[Response]:
+        if self._halted:
+            raise GenerationStopped({})
         prepared, responses = self.prepare(requests)
         prepared, too_long = self._within_context(prepared, config.max_new_tokens)
         responses.update(too_long)
@@ -664,6 +673,8 @@ class HFBackend:
             rows, clips, failed = self.pack(prepared)
             responses.update(failed)
             for batch in batches(rows, max(config.batch_size, 1)):
+                if self._halted:
+                    raise GenerationStopped(responses)
                 responses.update(
                     self._halving(
                         batch,
@@ -672,7 +683,10 @@ class HFBackend:
                     )
                 )
         else:
-            responses.update(self._from_scratch(prepared, config))
+            try:
+                responses.update(self._from_scratch(prepared, config))
+            except GenerationStopped as stopped:
+                raise GenerationStopped({**responses, **stopped.answered}) from None
         return [responses.get(index) or Response.failed("no response") for index in range(len(requests))]
 
     def prefetch(self, requests: Sequence[Request]) -> None:
@@ -749,6 +763,8 @@ class HFBackend:
         size = max(config.batch_size, 1)
         responses: dict[int, Response] = {}
         for start in range(0, len(prepared), size):
+            if self._halted:
+                raise GenerationStopped(responses)
             batch = prepared[start : start + size]
             responses.update(
                 self._halving(batch, lambda b: self._generate_batch(b, config), lambda item: [item.index])

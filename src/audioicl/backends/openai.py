@@ -13,14 +13,26 @@ bearer token; it is never logged nor written to a results file or run record (on
 is). Without the variable no key is sent (a local ``vllm serve`` needs none), unless ``api_key_env`` was
 given, which then must be set.
 
+Before the run, when the backend is made, one ``GET {base_url}/models`` checks that the server is there:
+any HTTP answer will do (401 and 404 too), but a refused connection, a name that does not resolve or no
+answer within 10 s stops the run at once with one line naming the URL, before any file is written.
+
 Requests of a call run ``concurrency`` at a time; responses come back in request order, so results do
 not depend on the concurrency. 429, 5xx, timeouts and dropped connections are retried up to
 ``max_retries`` times, waiting ``backoff`` x 2^attempt seconds with jitter (half fixed, half random,
-at most ``max_backoff``), or what a ``Retry-After`` header asks (at most 10 minutes). A
+at most ``max_backoff``), or what a ``Retry-After`` header asks (at most 10 minutes). A connection that
+cannot be made (refused, unknown host, connect timeout) is retried at most ``CONNECT_RETRIES`` (2) times,
+and once one request of a call has given up on it the others give up at their first such failure; when
+no request of a call reached the server the call raises ``BackendUnreachable`` and the runner stops,
+writing nothing for it (a rerun resumes there). A
 request that still fails, another 4xx, or a response that is not a chat completion (malformed JSON, no
 choices, no text) is an error response for that request: its episode gets an error line that
 ``--retry-errors`` asks again. 401, 403 and 404 (bad key, unknown model or URL) fail the whole call:
 the runner stops after a few such calls rather than writing an error line for every episode.
+
+``stop()`` (a signal, through the runner: ``inference.stopping``) makes the call in hand return within
+``HALT_POLL_S`` with the requests answered so far (``GenerationStopped``); the others are not retried, and
+those in flight are left to their daemon threads, so that neither the run nor the process waits for them.
 
 Options (``-o KEY=VALUE``): ``base_url``, ``api_key_env``, ``concurrency`` (8), ``timeout`` (seconds per
 attempt, 120), ``max_retries`` (6), ``backoff`` (1.0 s), ``max_backoff`` (60 s), ``max_clip_seconds``
@@ -32,12 +44,13 @@ from __future__ import annotations
 import base64
 import email.utils
 import os
+import queue
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -49,7 +62,9 @@ from audioicl.prompts.sets import system_family
 
 from .base import (
     Backend,
+    BackendUnreachable,
     GenerationConfig,
+    GenerationStopped,
     Request,
     Response,
     Usage,
@@ -73,6 +88,10 @@ DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 RETRY_AFTER_CAP_S = 600.0  # a Retry-After beyond this is waited for this long
 FATAL_STATUS = (401, 403, 404)  # the backend is misconfigured: no request can succeed
 BODY_IN_ERRORS = 300  # characters of a server's answer quoted in an error line
+REDACTED = "<API key>"  # what stands for the key where a server quotes it back
+CONNECT_RETRIES = 2  # a connection that cannot be made is retried this often (at most max_retries)
+PREFLIGHT_TIMEOUT_S = 10.0  # the reachability check before the run waits this long (at most timeout)
+HALT_POLL_S = 0.1  # a call looks this often whether it was asked to stop
 
 
 # --------------------------------------------------------------------------- settings
@@ -217,6 +236,12 @@ def _quote(value: Any) -> str:
     return text if len(text) <= BODY_IN_ERRORS else text[:BODY_IN_ERRORS] + "..."
 
 
+def _transport_problem(exc: Exception) -> str:
+    """A connection failure on one line: its type and httpx's text (``[Errno 111] Connection refused``)."""
+    text = " ".join(str(exc).split()) or "no detail"
+    return f"{type(exc).__name__}: {text}"
+
+
 def retry_after(response: httpx.Response) -> float | None:
     """Seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date), None without one."""
     value = response.headers.get("retry-after")
@@ -240,6 +265,45 @@ class Fatal(AudioICLError):
     """An answer that no retry and no other request can change (bad key, unknown model or URL)."""
 
 
+class _DaemonPool:
+    """``workers`` daemon threads running what is submitted: unlike ``ThreadPoolExecutor``'s, a request still
+    in flight when the run stops holds up neither ``close`` (without ``wait``) nor the process's exit."""
+
+    def __init__(self, workers: int, name: str):
+        self._queue: queue.SimpleQueue[tuple[Future, Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}_{i}", daemon=True) for i in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        self._queue.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 (handed to the caller, as an executor does)
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def shutdown(self, wait: bool) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
+
+
 @dataclass
 class OpenAIBackend:
     """Chat completions over HTTP with bounded concurrency and retries; see the module docstring."""
@@ -254,6 +318,7 @@ class OpenAIBackend:
         self.max_clip_seconds = self.settings.max_clip_seconds
         headers = {"Content-Type": "application/json"}
         key = self.settings.api_key()
+        self._key = key  # blanked out of everything a server says (``_redact``): some quote headers back
         if key:
             headers["Authorization"] = f"Bearer {key}"
         self._client = httpx.Client(
@@ -261,8 +326,10 @@ class OpenAIBackend:
             timeout=httpx.Timeout(self.settings.timeout),
             limits=httpx.Limits(max_connections=self.settings.concurrency),
         )
-        self._pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="audioicl-openai")
+        self._pool = _DaemonPool(self.settings.concurrency, "audioicl-openai")
         self._stop = threading.Event()
+        self._halted = False  # stop() was called: calls return what they have (set in a signal handler)
+        self._unreachable = threading.Event()  # a request of this call gave up: no connection could be made
         self.attempts = 0  # HTTP requests sent, retries included
 
     @property
@@ -275,62 +342,141 @@ class OpenAIBackend:
         ceiling = min(self.settings.backoff * 2**attempt, self.settings.max_backoff)
         return ceiling / 2 + jitter.uniform(0, ceiling / 2)
 
-    def _post(self, body: dict[str, Any]) -> tuple[Response | None, str, float | None]:
-        """One attempt: (the response, or None to retry; why it is retried; seconds the server asks)."""
+    def _post(self, body: dict[str, Any]) -> tuple[Response | None, str, float | None, bool]:
+        """One attempt: (the response, or None to retry; why it is retried; seconds the server asks;
+        whether no connection could be made)."""
         self.attempts += 1
         try:
             answer = self._client.post(self.url, json=body)
+        except httpx.ConnectTimeout as exc:
+            return None, f"connection failed: {_transport_problem(exc)}", None, True
         except httpx.TimeoutException as exc:
-            return None, f"timed out after {self.settings.timeout:g} s ({type(exc).__name__})", None
+            return None, f"timed out after {self.settings.timeout:g} s ({type(exc).__name__})", None, False
+        except httpx.ConnectError as exc:
+            return None, f"connection failed: {_transport_problem(exc)}", None, True
         except httpx.TransportError as exc:
-            return None, f"connection failed: {type(exc).__name__}: {exc}", None
+            return None, f"connection failed: {_transport_problem(exc)}", None, False
         status = answer.status_code
         if status == 429 or status >= 500:
-            return None, f"HTTP {status}: {_quote(answer.text)}", retry_after(answer)
+            return None, f"HTTP {status}: {_quote(answer.text)}", retry_after(answer), False
         if status in FATAL_STATUS:
-            raise Fatal(f"{self.url} answered HTTP {status}: {_quote(answer.text)}")
+            raise Fatal(self._redact(f"{self.url} answered HTTP {status}: {_quote(answer.text)}"))
         if status >= 400:
-            return Response.failed(f"HTTP {status}: {_quote(answer.text)}"), "", None
+            return Response.failed(f"HTTP {status}: {_quote(answer.text)}"), "", None, False
         try:
             data = answer.json()
         except ValueError:
-            return Response.failed(f"malformed response (not JSON): {_quote(answer.text)}"), "", None
-        return parse_completion(data), "", None
+            return Response.failed(f"malformed response (not JSON): {_quote(answer.text)}"), "", None, False
+        return parse_completion(data), "", None, False
 
-    def _ask(self, request: Request, config: GenerationConfig) -> Response:
+    def _ask(self, request: Request, config: GenerationConfig) -> tuple[Response, bool]:
+        """The request's response, and whether it failed because no connection could be made."""
         try:
             body = request_body(self.model, request.chat, config)
         except AudioICLError as exc:
-            return Response.failed(f"cannot prepare the request: {exc}")
+            return Response.failed(f"cannot prepare the request: {exc}"), False
         jitter = random.Random(f"{self.settings.seed}:{request.key}")
         attempts = self.settings.max_retries + 1
+        connect_attempts = min(self.settings.max_retries, CONNECT_RETRIES) + 1
         problem = ""
+        failed_to_connect = 0
         for attempt in range(attempts):
+            if self._halted:
+                return Response.failed("not sent: the run was stopped"), False
             if self._stop.is_set():
-                return Response.failed("not sent: an earlier request of the call failed for good")
-            response, problem, asked = self._post(body)
+                return Response.failed("not sent: an earlier request of the call failed for good"), False
+            response, problem, asked, unconnected = self._post(body)
             if response is not None:
-                return response
+                return response, False
+            failed_to_connect = failed_to_connect + 1 if unconnected else 0
+            if unconnected and (failed_to_connect >= connect_attempts or self._unreachable.is_set()):
+                self._unreachable.set()  # the others give up at their next failed connection
+                return Response.failed(f"gave up after {attempt + 1} attempts: {problem}"), True
             if attempt + 1 < attempts:
                 self._stop.wait(self._wait(attempt, asked, jitter))
-        return Response.failed(f"gave up after {attempts} attempts: {problem}")
+        return Response.failed(f"gave up after {attempts} attempts: {problem}"), False
+
+    def check_reachable(self) -> None:
+        """One ``GET {base_url}/models``: any HTTP answer means a server is there; none raises, naming the
+        URL (the run stops before its first request)."""
+        url = f"{self.settings.base_url}/models"
+        try:
+            self._client.get(url, timeout=min(self.settings.timeout, PREFLIGHT_TIMEOUT_S))
+        except httpx.TimeoutException as exc:
+            why = f"no answer within {min(self.settings.timeout, PREFLIGHT_TIMEOUT_S):g} s ({type(exc).__name__})"
+        except httpx.TransportError as exc:
+            why = _transport_problem(exc)
+        else:
+            return
+        raise AudioICLError(
+            f"cannot reach the server at {self.settings.base_url} (GET {url}: {why}); start it, or name "
+            "another with --base-url"
+        )
+
+    def stop(self) -> None:
+        """Make the call in hand (and any later one) return what it has answered (``GenerationStopped``);
+        called from a signal handler: it only sets a flag."""
+        self._halted = True
+
+    def _stopped(self, futures: Sequence[Future]) -> GenerationStopped:
+        self._stop.set()  # the others are not sent, nor retried; waits for a retry end now
+        for future in futures:
+            future.cancel()
+        answered = {
+            index: self._redacted(future.result()[0])
+            for index, future in enumerate(futures)
+            if future.done() and not future.cancelled() and future.exception() is None
+        }
+        return GenerationStopped(answered)
 
     def generate(self, requests: Sequence[Request], config: GenerationConfig) -> list[Response]:
+        if self._halted:
+            raise GenerationStopped({})
         self._stop.clear()
+        self._unreachable.clear()
         futures = [self._pool.submit(self._ask, request, config) for request in requests]
-        try:
-            return [future.result() for future in futures]
-        except Fatal:
-            self._stop.set()  # the others give up at their next attempt
-            for future in futures:
-                future.cancel()
-            wait(futures)
-            raise
+        pending = set(futures)
+        while pending:  # in steps, so that a stop is seen mid-call
+            done, pending = wait(pending, timeout=HALT_POLL_S, return_when=FIRST_EXCEPTION)
+            if self._halted:
+                raise self._stopped(futures)
+            failed = next((future.exception() for future in done if future.exception() is not None), None)
+            if isinstance(failed, Fatal):
+                self._stop.set()  # the others give up at their next attempt
+                for future in futures:
+                    future.cancel()
+                while not self._halted and wait(futures, timeout=HALT_POLL_S).not_done:
+                    pass
+                raise failed
+            if failed is not None:
+                raise failed
+        answers = [future.result() for future in futures]
+        if answers and all(unconnected for _, unconnected in answers):
+            raise BackendUnreachable(
+                f"no request of the call could reach the server at {self.settings.base_url} "
+                f"({self._redact(answers[0][0].error or '')})"
+            )
+        return [self._redacted(response) for response, _ in answers]
+
+    def _redact(self, text: str) -> str:
+        """``text`` with the API key blanked out (a server or proxy may quote the request's headers back)."""
+        return text.replace(self._key, REDACTED) if self._key and self._key in text else text
+
+    def _redacted(self, response: Response) -> Response:
+        if not self._key or not any(self._key in (t or "") for t in (response.text, response.error)):
+            return response
+        text, error = response.text, response.error
+        return replace(
+            response,
+            text=None if text is None else self._redact(text),
+            error=None if error is None else self._redact(error),
+        )
 
     def close(self) -> None:
         self._stop.set()
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        self._client.close()
+        self._pool.shutdown(wait=not self._halted)  # after a stop, requests in flight are not waited for
+        if not self._halted:
+            self._client.close()
 
 
 @register_backend("openai")
@@ -343,4 +489,10 @@ def make_openai(name: str, **options: object) -> Backend:
         "max_retries": settings.max_retries,
         "httpx": httpx.__version__,
     }
-    return OpenAIBackend(f"openai:{name}", name, settings, family=system_family(name), info=info)
+    backend = OpenAIBackend(f"openai:{name}", name, settings, family=system_family(name), info=info)
+    try:
+        backend.check_reachable()
+    except AudioICLError:
+        backend.close()
+        raise
+    return backend

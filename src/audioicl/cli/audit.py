@@ -9,7 +9,7 @@ from pathlib import Path
 
 from audioicl.analysis.audit import DEFAULT_MARGIN, audit, format_report
 from audioicl.errors import AudioICLError
-from audioicl.files import write_atomic
+from audioicl.files import check_output, write_atomic
 
 from .options import add_workers, command
 
@@ -24,7 +24,9 @@ def _add(sub):
             "and how well duration, RMS, background level and energy below 20 Hz alone predict the label. "
             "Works without the audio (paths only: the feature and duplicate checks are skipped). Prints a "
             "table, writes JSON, exits 1 when a shortcut beats the baseline (chance; the text-only floor "
-            "for the count and operator tasks, whose published construction it is) by more than --margin."
+            "for the count and operator tasks, whose published construction it is) by more than --margin "
+            "and significantly (exact one-sided binomial test, Holm's correction over every shortcut "
+            "tested); a shortcut with too few episodes to reach significance is reported, not failed."
         ),
     )
     p.add_argument("root", type=Path, help="dataset root (meta files in ROOT/meta or ROOT)")
@@ -49,10 +51,12 @@ def _add(sub):
 def run(args) -> int:
     if args.workers < 1:
         raise AudioICLError("--workers must be at least 1")
+    check_output(args.json, "--json", folder=False)  # before the audit, not after it
     report = audit(
         args.root, margin=args.margin, workers=args.workers, say=lambda line: print(line, file=sys.stderr)
     )
     print(format_report(report))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(args.json, json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
     print(f"\nwrote {args.json}")
     return 0 if report.ok else 1

@@ -14,7 +14,7 @@ from audioicl.analysis.compare import (
     read_per_example,
 )
 from audioicl.errors import AudioICLError
-from audioicl.files import write_atomic
+from audioicl.files import check_output, write_atomic
 
 from .options import add_k, command
 
@@ -62,6 +62,8 @@ def _cells(path: Path, model: str | None, side: str) -> dict[int | None, Outcome
 
 @command(_add)
 def compare_command(args) -> int:
+    if args.out:
+        check_output(args.out, "--out", folder=False)
     a, b = _cells(args.a, args.model_a, "a"), _cells(args.b, args.model_b, "b")
     if None in a or None in b:
         pairs = [(next(iter(a.values())), next(iter(b.values())), "B vs A")]
@@ -79,5 +81,6 @@ def compare_command(args) -> int:
     text += markdown_comparisons(rows) + "\n" + SIGNIFICANCE_NOTE + "\n"
     print(text, end="")
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(args.out, text)
     return 0

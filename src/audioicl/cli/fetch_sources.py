@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from audioicl.errors import AudioICLError
+from audioicl.files import folder_lock
 from audioicl.sources.corpora import (
     BASE_URL_ENV,
     DEFAULT_RETRIES,
@@ -71,7 +72,7 @@ def _add(sub):
 
 
 def _size(n: int | None) -> str:
-    return "size unknown" if n is None else f"{n:,} bytes"
+    return "no published size" if n is None else f"{n:,} bytes"
 
 
 def _print_registry(corpora: tuple[Corpus, ...]) -> None:
@@ -124,11 +125,14 @@ def run(args) -> int:
             "card marks them unverified), or leave them out with --only"
         )
     out.mkdir(parents=True, exist_ok=True)
-    for corpus in corpora:
-        _print_corpus(corpus)
-        fetched = fetch_corpus(
-            out, corpus, keep_archives=args.keep_archives, retries=args.retries, progress=not args.quiet
-        )
-        _print_fetched(fetched)
+    with folder_lock(out) as lock:  # one fetch-sources per folder: a second is refused, naming the holder
+        if lock.taken_over:
+            print(f"warning: took over the stale lock {lock.lock} of {lock.taken_over.describe()}")
+        for corpus in corpora:
+            _print_corpus(corpus)
+            fetched = fetch_corpus(
+                out, corpus, keep_archives=args.keep_archives, retries=args.retries, progress=not args.quiet
+            )
+            _print_fetched(fetched)
     print(f"{len(corpora)} corpora in {out}: build from them with 'audioicl build --sources {out} --out DIR'")
     return 0

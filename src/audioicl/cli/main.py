@@ -4,7 +4,10 @@ Each sub-command lives in its own module of ``audioicl.cli``, imported below by 
 with ``options.command``:
 a function that adds its parser, decorating the function that runs it and returns the exit code.
 User errors (``AudioICLError``) print as one line and exit 2 (usage) or the command's own code;
-anything else is a bug and keeps its traceback.
+anything else is a bug and keeps its traceback. Not bugs either, and one line each: a write the system
+refused (``WriteFailed``, or an ``OSError`` of full or read-only storage from a library's own write: exit 1,
+with ``: it resumes`` for the commands in ``RESUMING``) and a run stopped by a signal (``Stopped``: exit 128 +
+the signal's number).
 """
 
 from __future__ import annotations
@@ -14,26 +17,34 @@ import sys
 from collections.abc import Sequence
 
 from audioicl import __version__
-from audioicl.errors import AudioICLError
+from audioicl.errors import STORAGE_ERRNOS, AudioICLError, Stopped, WriteFailed, write_failed
 
 from . import (  # noqa: F401  (each registers its sub-command, in this order)
     audit,
+    backends,
     build,
     chat_template,
     compare,
     demo,
     download,
+    export,
     fetch_sources,
+    import_inspect,
+    import_lmms_eval,
+    lmms_eval_path,
     merge,
     report,
     run,
     score,
     study,
+    tasks,
     validate,
 )
 from .options import COMMANDS
 
 EXIT_USAGE = 2
+# The commands that, run again after a failed write, pick up where they stopped (the others start over).
+RESUMING = frozenset({"build", "download", "fetch-sources", "run", "study"})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,9 +70,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return int(args.run(args) or 0)
+    except Stopped as exc:
+        print(f"audioicl {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except WriteFailed as exc:
+        return _write_failed(args.command, exc)
     except AudioICLError as exc:
         print(f"audioicl {args.command}: error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_USAGE)
+    except OSError as exc:
+        if exc.errno not in STORAGE_ERRNOS:
+            raise
+        return _write_failed(args.command, write_failed(exc.filename or "a file", exc))
     except KeyboardInterrupt:
         print(f"audioicl {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _write_failed(command: str, exc: WriteFailed) -> int:
+    resumes = ": it resumes" if command in RESUMING else ""
+    print(f"audioicl {command}: error: {exc}{resumes}", file=sys.stderr)
+    return exc.exit_code

@@ -102,6 +102,17 @@ def add_selection(parser: argparse.ArgumentParser, k_help: str) -> None:
     add_limit(parser)
 
 
+def add_allow_missing_audio(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-missing-audio",
+        action="store_true",
+        default=None,
+        help="run although clips of the selected episodes are missing from the dataset (a partial dataset "
+        "such as the release): their episodes get error lines naming the clip. Without it such a run is "
+        "refused up front, with the number of missing clips and the first few",
+    )
+
+
 def add_batch_size(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size", type=int, help="prompts a backend runs together, e.g. on the GPU (default: 8)"
@@ -173,6 +184,7 @@ RUN_FIELDS = (
     "window",
     "control",
     "probe",
+    "allow_missing_audio",
 )  # the RunOptions fields an option of the same name (dest) sets as it is
 
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 from audioicl.analysis.report import DEFAULT_AUDIO_BUDGET, FLOOR_MODEL, ReportOptions, write_report
 from audioicl.analysis.report.accuracy import INTERVALS
+from audioicl.analysis.report.media import megabytes
 from audioicl.errors import AudioICLError
+from audioicl.files import check_output
 
 from .options import command
 
@@ -35,8 +37,9 @@ def _add(sub):
         "--audio-budget-mb",
         type=float,
         default=DEFAULT_AUDIO_BUDGET / 1e6,
-        help="most audio to embed in report.html, in MB of 16 kHz 16-bit WAV, shared equally by the tasks "
-        f"(default {DEFAULT_AUDIO_BUDGET / 1e6:g})",
+        help="most audio to embed in report.html, in MB of 16 kHz 16-bit FLAC, each distinct clip once; the "
+        "tasks take turns, one example each, and an example whose clips do not fit is left out rather than "
+        f"shown silent; 0 shows the examples without audio (default {DEFAULT_AUDIO_BUDGET / 1e6:g})",
     )
     p.add_argument(
         "--floor",
@@ -62,6 +65,7 @@ def run(args) -> int:
         raise AudioICLError(f"--examples must be >= 0, got {args.examples}")
     if args.audio_budget_mb < 0:
         raise AudioICLError(f"--audio-budget-mb must be >= 0, got {args.audio_budget_mb}")
+    check_output(args.out, "--out", folder=True)
     files = write_report(
         ReportOptions(
             scores=args.scores,
@@ -74,6 +78,9 @@ def run(args) -> int:
             interval=args.interval,
         )
     )
-    print(f"wrote {files.html} ({files.audio_bytes / 1e6:.1f} MB of audio embedded)")
+    left_out = f"; {files.examples_left_out} examples left out" if files.examples_left_out else ""
+    print(
+        f"wrote {files.html} ({files.audio_clips} clips, {megabytes(files.audio_bytes)} of audio{left_out})"
+    )
     print(f"wrote {files.markdown}, {files.overview.name} and {len(files.plots)} task plots")
     return 0

@@ -15,12 +15,14 @@ from typing import Any
 from audioicl.errors import AudioICLError
 from audioicl.inference.options import RUN_ORDERS, RunOptions, Shard
 from audioicl.inference.runner import run
+from audioicl.inference.stopping import on_signals
 from audioicl.prompts.chat import LAYOUTS
 from audioicl.prompts.clips import MORSE_BANK_MODES, PAD_MODES
 from audioicl.prompts.controls import CONTROLS
 from audioicl.prompts.sets import STYLES, read_structured_file
 
 from .options import (
+    add_allow_missing_audio,
     add_backend_options,
     add_batch_size,
     add_generation,
@@ -51,8 +53,12 @@ def _add(sub, exit_on_error: bool = True):
             "options, data root or dataset). "
             "With --shard I/N the run takes its share of the episodes and writes into OUT/shard-I-of-N/; "
             "join shards with 'audioicl merge'. With --ray the shards run as Ray tasks, each with its own backend, "
-            "and are merged into OUT (their logs stay in OUT.shards/<model>/); rerunning resumes them. An episode that fails (unreadable audio, clip too long for the "
-            "backend) gets an error line; error lines are kept and a rerun reports them and exits 1, unless "
+            "and are merged into OUT (their logs stay in OUT.shards/<model>/); rerunning resumes them. "
+            "Before it creates OUT or loads the model, a run checks the data root, that every clip of the "
+            "selected episodes is there (else it is refused, counting them, unless --allow-missing-audio), "
+            "that OUT can be written and is outside the dataset, and the model spec. "
+            "An episode that fails (unreadable or, with --allow-missing-audio, missing audio, clip too long "
+            "for the backend) gets an error line; error lines are kept and a rerun reports them and exits 1, unless "
             "--retry-errors removes them first so their episodes run again. Exits 1 when any selected "
             "episode ends in an error line. "
             "Options not given fall back to --config FILE, then to the defaults."
@@ -99,6 +105,7 @@ def _add(sub, exit_on_error: bool = True):
     add_seed(p, help="run seed for sampling backends and built-ins (default: 0)")
     add_name(p)
     add_backend_options(p)
+    add_allow_missing_audio(p)
     p.add_argument(
         "--retry-errors",
         action="store_true",
@@ -185,6 +192,9 @@ def _config_tokens(path: Path, parser: argparse.ArgumentParser) -> list[str]:
         if keys[key].type is Path and not Path(text).is_absolute():
             text = str(path.parent / text)
         tokens += [f"--{key}", text]
+    nul = next((token for token in tokens if "\x00" in token), None)
+    if nul is not None:  # no command line can hold one; as a path or a name it would fail later, unexplained
+        raise AudioICLError(f"a value holds a NUL character: {nul!r}", file=str(path))
     return tokens
 
 
@@ -245,7 +255,8 @@ def run_command(args) -> int:
         return _run_on_ray(options, values)
     if values.get("ray_shards") is not None or values.get("ray_gpus") is not None:
         raise AudioICLError("--ray-shards and --ray-gpus apply to --ray runs")
-    summary = run(options)
+    with on_signals() as stop:  # SIGTERM, SIGINT: stop after the window in hand (inference.stopping)
+        summary = run(options, stop=stop)
     for k_summary in summary.ks:
         print(k_summary.line())
     return _exit_code(summary.errors)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from audioicl.files import check_output
+from audioicl.scoring.coverage import coverage_path, describe_gaps, describe_mean, format_coverage
 from audioicl.scoring.score import (
     ResultKeys,
     ScoreOptions,
@@ -27,8 +29,13 @@ def _add(sub):
             "score every line by the original AudioICL-Bench rules and write the summary CSV "
             "(model,shots,task,accuracy,n), a detail CSV (correct, unparsed, error lines, 95% Wilson interval, "
             "and a cluster-bootstrap interval over query clips, which accounts for query clips that serve "
-            "several episodes) and a table. Error lines are episodes a run could not ask (a clip missing or "
-            "unreadable); they count in n as wrong, as a null response does."
+            "several episodes), a coverage CSV and a table. Error lines are episodes a run could not ask (a "
+            "clip missing or unreadable); they count in n as wrong, as a null response does. Coverage: per "
+            "model and k, the tasks and episodes present against the dataset (--data, else the data root in "
+            "the run record <model>_run.json beside the results) and the runs' selection (--limit, --shard, "
+            "--tasks): complete, subset, incomplete (episodes the run meant to ask have no line: a crashed or "
+            "unfinished run) or unchecked (no dataset known). The mean over tasks is printed over complete "
+            "tasks only, with how many of the dataset's tasks it covers and, when not complete, marked so."
         ),
     )
     p.add_argument(
@@ -37,6 +44,21 @@ def _add(sub):
     p.add_argument("--out", metavar="CSV", type=Path, required=True, help="summary CSV to write")
     p.add_argument(
         "--detail", metavar="CSV", type=Path, help="detail CSV (default: <out stem>_detail.csv next to --out)"
+    )
+    p.add_argument(
+        "--coverage",
+        metavar="CSV",
+        type=Path,
+        help="coverage CSV (default: <out stem>_coverage.csv next to --out)",
+    )
+    p.add_argument(
+        "--require-complete",
+        action="store_true",
+        help="exit 1 (after writing every file) unless every model and k is complete: all the dataset's "
+        "episodes present, no unreadable line, the dataset known. Without it an incomplete, subset or "
+        "unchecked folder still exits 0, its numbers marked as such on stdout, stderr and in the coverage "
+        "CSV, since scoring a run in progress or a --limit trial is routine; a pipeline that publishes "
+        "numbers should pass it",
     )
     p.add_argument(
         "--only-model",
@@ -66,13 +88,16 @@ def _add(sub):
         "--data",
         metavar="ROOT",
         type=Path,
-        help="dataset the results came from: tells each line's query clip when the line does not list its "
-        "audio_paths (the original's result files), for the cluster-bootstrap interval",
+        help="dataset the results came from: the episodes the coverage expects (default: the data root in "
+        "each model's run record), and each line's query clip when the line does not list its audio_paths "
+        "(the original's result files), for the cluster-bootstrap interval",
     )
     p.add_argument(
         "--skip-bad-lines",
         action="store_true",
-        help="count a malformed line as wrong (it stays in n) instead of stopping with an error",
+        help="count a malformed line as wrong in its task (told by its id, through the dataset or the id "
+        "blocks, or by its text) instead of stopping with an error; a line whose task cannot be told is "
+        "reported apart as unreadable, in no task, no n and no mean",
     )
     p.add_argument(
         "--strict",
@@ -98,8 +123,15 @@ def run(args) -> int:
         skip_bad_lines=args.skip_bad_lines,
         workers=args.workers,
         query_clips=query_clips_of(args.data) if args.data else None,
+        data=args.data,
     )
     detail = args.detail or detail_path(args.out)
+    coverage = args.coverage or coverage_path(args.out)
+    check_output(args.out, "--out", folder=False)
+    check_output(detail, "--detail", folder=False)
+    check_output(coverage, "--coverage", folder=False)
+    if args.per_example_dir is not None:
+        check_output(args.per_example_dir, "--per-example-dir", folder=True)
     scoring = score_folder(
         args.input,
         args.out,
@@ -108,11 +140,13 @@ def run(args) -> int:
         models=models,
         shots=shots,
         keep_examples=args.per_example_dir is not None,
+        coverage=coverage,
     )
     if args.strict:
         print("STRICT scoring: only bare answers count; these are NOT the original protocol's numbers.")
-    print(format_table(scoring.rows))
-    print(f"\nscored {len(scoring.files)} file(s): summary {args.out}, detail {detail}")
+    print(format_table(scoring.rows, scoring.coverage))
+    print(f"\ncoverage and mean over tasks (complete tasks only)\n{format_coverage(scoring.coverage)}")
+    print(f"\nscored {len(scoring.files)} file(s): summary {args.out}, detail {detail}, coverage {coverage}")
     recurring = [r for r in scoring.rows if r.recurring]
     unknown = [r for r in scoring.rows if r.query_clips is None]
     if recurring:
@@ -129,8 +163,29 @@ def run(args) -> int:
         written = write_per_example(args.per_example_dir, scoring, keep_text=args.keep_text)
         print(f"per-example: {len(written)} file(s) in {args.per_example_dir}")
     if scoring.malformed:
+        placed = scoring.malformed - scoring.unreadable
         print(
-            f"warning: {scoring.malformed} malformed line(s) counted as wrong (--skip-bad-lines)",
+            f"warning: {placed} malformed line(s) counted as wrong in their task (--skip-bad-lines)"
+            + (
+                f"; {scoring.unreadable} unreadable line(s) whose task cannot be told, in no task and no mean"
+                if scoring.unreadable
+                else ""
+            ),
             file=sys.stderr,
         )
+    return _report_coverage(scoring.coverage, args.require_complete)
+
+
+def _report_coverage(coverage, require_complete: bool) -> int:
+    """One warning line on stderr per (model, k) that is not complete; exit 1 for any with --require-complete."""
+    short = [c for c in coverage if not c.complete]
+    for c in short:
+        gaps = "; ".join(describe_gaps(c))
+        print(f"warning: {c.model} k={c.shots}: {gaps}; mean {describe_mean(c)}", file=sys.stderr)
+    if short and require_complete:
+        print(
+            f"error: {len(short)} of {len(coverage)} model/k cell(s) not complete (--require-complete)",
+            file=sys.stderr,
+        )
+        return 1
     return 0

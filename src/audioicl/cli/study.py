@@ -8,6 +8,7 @@ from audioicl.analysis.study.conditions import CONDITION_NAMES, CONDITIONS
 from audioicl.analysis.study.run import StudyOptions, run_study
 
 from .options import (
+    add_allow_missing_audio,
     add_backend_options,
     add_batch_size,
     add_generation,
@@ -48,6 +49,7 @@ def _add(sub):
     add_batch_size(p)
     add_generation(p)
     add_backend_options(p)
+    add_allow_missing_audio(p)
     p.add_argument(
         "--no-floor",
         dest="floor",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from audioicl.dataset.validate import format_report, validate
 from audioicl.errors import AudioICLError
+from audioicl.files import check_output, write_atomic
 
 from .options import command
 
@@ -38,11 +39,11 @@ def _add(sub):
 def run(args) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise AudioICLError("--jobs must be at least 1")
+    if args.json:
+        check_output(args.json, "--json", folder=False)
     report = validate(args.root, quick=args.quick, verify_hashes=args.verify_hashes, jobs=args.jobs)
     print(format_report(report, show_all=args.all))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+        write_atomic(args.json, json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
     return 0 if report.ok else 1

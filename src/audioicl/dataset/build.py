@@ -33,7 +33,7 @@ from tqdm import tqdm
 from audioicl import __version__
 from audioicl.audio import SAMPLE_RATE, pcm16_bytes
 from audioicl.errors import AudioICLError
-from audioicl.files import TMP_SUFFIX, write_atomic
+from audioicl.files import TMP_SUFFIX, check_output, write_atomic
 from audioicl.records import Episode
 from audioicl.sources.banks import SoundSources
 from audioicl.sources.corpora import SourceUse, provenance
@@ -278,8 +278,7 @@ def prepare_output(root: Path, options: BuildOptions, corpora: tuple[SourceUse, 
     options (and corpora). Refuses a non-empty folder that holds anything else."""
     state_path = root / STATE_NAME
     state = _state(options, corpora)
-    if root.exists() and not root.is_dir():
-        raise AudioICLError("--out exists and is not a folder", file=str(root))
+    check_output(root, "--out", folder=True)
     if root.is_dir() and any(root.iterdir()):
         if not state_path.is_file():
             raise AudioICLError(

@@ -73,7 +73,8 @@ def construction_section(options: BuildOptions) -> list[str]:
         "## Construction",
         "",
         "How episodes and clips were made. The defaults remove shortcuts that let a model score without "
-        "listening (issue 8 of audioicl); `audioicl build --construction original` reproduces the original "
+        "listening (`audioicl audit` measures them; audioicl's docs/validity.md lists each); `audioicl build "
+        "--construction original` reproduces the original "
         "benchmark's construction, flaws included.",
         "",
         "| option | construction | what it builds |",

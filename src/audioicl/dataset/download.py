@@ -3,14 +3,17 @@
 ``download`` resolves the revision to a commit, fetches that commit's snapshot into ROOT in the repository's
 own layout (``meta/``, ``data/``: what ``audioicl run --data ROOT`` reads) with ``snapshot_download``, checks
 that every listed file arrived with its size, and records repo and commit in ``ROOT/download.json``; run
-records of runs over ROOT carry them (``dataset_source``). The client does the transfer and reads its usual
+records of runs over ROOT carry them (``dataset_source``). Its ``complete`` turns true (the record rewritten
+atomically) only once every file is there, so a download that stopped (a cut, or a write the disk refused:
+``WriteFailed``, one line naming the file) never looks complete. The client does the transfer and reads its usual
 environment: ``HF_ENDPOINT`` (a mirror), ``HF_TOKEN`` (or the token saved under ``HF_HOME``), ``HF_HUB_CACHE``
 (files already in the cache are copied, not fetched), ``HF_HUB_DOWNLOAD_TIMEOUT``, ``HF_HUB_DISABLE_PROGRESS_BARS``.
 
 Resuming: files already complete in ROOT at the same commit are not fetched again, so rerunning an interrupted
 download fetches only what is missing; a connection dropped mid-file is retried by the client (from the last
 whole 10 MiB chunk it wrote, with a range request). One ROOT holds one commit: a different repo or commit, or a
-non-empty folder that is no download, is refused rather than mixed.
+non-empty folder that is no download, is refused rather than mixed. One download writes into ROOT at a time:
+it holds ``ROOT/.audioicl.lock`` (``audioicl.files.folder_lock``), and a second is refused, naming the holder.
 
 ``huggingface_hub`` is an optional extra (``audioicl[hub]``), imported only here and only when called.
 """
@@ -26,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from audioicl import __version__
-from audioicl.errors import AudioICLError
-from audioicl.files import write_atomic
+from audioicl.errors import STORAGE_ERRNOS, AudioICLError, WriteFailed, write_failed
+from audioicl.files import FOLDER_LOCK, check_output, folder_lock, write_atomic
 
 DEFAULT_REPO = "hongzz-18/AudioICL-Bench"
 REPO_TYPE = "dataset"
@@ -74,8 +77,20 @@ def _client() -> Any:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+    text = _without_token(" ".join(str(exc).split()))
     return text or type(exc).__name__
+
+
+def _without_token(text: str) -> str:
+    """``text`` with the hub token (``HF_TOKEN`` or the saved one) blanked out: a mirror or proxy may quote
+    the request's headers back in what it says, and what it says goes into our messages."""
+    try:
+        from huggingface_hub import get_token
+
+        token = get_token()
+    except Exception:  # noqa: BLE001 (no client, an unreadable token file: there is no token to hide)
+        return text
+    return text.replace(token, "<HF_TOKEN>") if token and token in text else text
 
 
 def _transport_error(exc: BaseException) -> BaseException | None:
@@ -91,9 +106,23 @@ def _transport_error(exc: BaseException) -> BaseException | None:
     return None
 
 
+def _storage_error(exc: BaseException) -> OSError | None:
+    """The refused write (full disk, quota, file-size limit, read-only) behind ``exc``, following its causes."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 @contextmanager
-def _hub_errors(repo: str, revision: str, endpoint: str, doing: str = "") -> Iterator[None]:
-    """Turn the client's exceptions into one-line ``AudioICLError``s that say what to do."""
+def _hub_errors(
+    repo: str, revision: str, endpoint: str, doing: str = "", into: Path | None = None
+) -> Iterator[None]:
+    """Turn the client's exceptions into one-line ``AudioICLError``s that say what to do; a write into ``into``
+    that the system refused is a ``WriteFailed`` naming the file (or ``into``)."""
     from huggingface_hub import errors
 
     try:
@@ -114,7 +143,7 @@ def _hub_errors(repo: str, revision: str, endpoint: str, doing: str = "") -> Ite
         raise AudioICLError(f"HF_HUB_OFFLINE is set: downloading needs the network{doing}") from None
     except errors.HfHubHTTPError as exc:
         status = exc.response.status_code
-        said = f": {' '.join(exc.server_message.split())}" if exc.server_message else ""
+        said = f": {_without_token(' '.join(exc.server_message.split()))}" if exc.server_message else ""
         if status in (401, 403):
             raise AudioICLError(
                 f"access to {repo} at {endpoint} denied (HTTP {status}{said}): set HF_TOKEN to a token "
@@ -122,6 +151,9 @@ def _hub_errors(repo: str, revision: str, endpoint: str, doing: str = "") -> Ite
             ) from None
         raise AudioICLError(f"HTTP {status} from {exc.response.url}{said}{doing}") from None
     except Exception as exc:
+        refused = _storage_error(exc) if into is not None else None
+        if refused is not None:
+            raise write_failed(refused.filename or into or "", refused) from None
         network = _transport_error(exc)
         if network is not None:
             raise AudioICLError(f"cannot reach the hub at {endpoint}: {_one_line(network)}{doing}") from None
@@ -193,13 +225,12 @@ def _write_source(root: Path, snap: Snapshot, complete: bool) -> None:
 
 def _check_root(root: Path, snap: Snapshot) -> None:
     """ROOT is new, empty, or a download of this very commit (complete or not): never a mix of two."""
+    check_output(root, "--out", folder=True)
     if not root.exists():
         return
-    if not root.is_dir():
-        raise AudioICLError("--out exists and is not a folder", file=str(root))
     earlier = read_source(root)
     if earlier is None:
-        if any(root.iterdir()):
+        if any(p.name != FOLDER_LOCK for p in root.iterdir()):
             raise AudioICLError(
                 f"folder is not empty and holds no {SOURCE_FILE}: download into a new or empty folder",
                 file=str(root),
@@ -243,10 +274,19 @@ def download(
     snap = snapshot(repo, revision)
     _check_root(root, snap)
     root.mkdir(parents=True, exist_ok=True)
+    with folder_lock(root):  # one download per folder: a second is refused, naming the holder
+        _check_root(root, snap)  # again, now that no other download writes here
+        return _download(hub, root, snap, workers)
+
+
+def _download(hub: Any, root: Path, snap: Snapshot, workers: int) -> Download:
+    repo = snap.repo
     already = len(snap.files) - len(missing_files(root, snap))
     _write_source(root, snap, complete=False)
     try:
-        with _hub_errors(repo, snap.revision, snap.endpoint, doing="; rerun the same command to resume"):
+        with _hub_errors(
+            repo, snap.revision, snap.endpoint, doing="; rerun the same command to resume", into=root
+        ):
             hub.snapshot_download(
                 repo,
                 repo_type=REPO_TYPE,
@@ -254,6 +294,8 @@ def download(
                 local_dir=root,
                 max_workers=workers,
             )
+    except WriteFailed:
+        raise
     except AudioICLError as exc:
         left = len(missing_files(root, snap))
         exc.message = f"download stopped with {left} of {len(snap.files)} files missing: {exc.message}"

@@ -114,7 +114,7 @@ def read_manifest(root: str | os.PathLike) -> Manifest | None:
     data = path.read_bytes()
     try:
         document = json.loads(data.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # also UnicodeDecodeError, a number past 4,300 digits
         raise AudioICLError(f"manifest is not valid JSON: {exc}", file=str(path)) from exc
     if not isinstance(document, dict):
         raise AudioICLError(f"manifest is not a JSON object but {type(document).__name__}", file=str(path))

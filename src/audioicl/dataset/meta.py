@@ -20,6 +20,8 @@ from audioicl.records import Clip, Demo, Episode, Query
 
 K_PATTERN = re.compile(r"_k(\d+)\.jsonl$")
 META_DIRS = ("meta", ".")
+NAME_MAX_BYTES = 255  # the longest file name (one path component) Linux, macOS and Windows allow
+PATH_MAX_BYTES = 4096  # Linux's PATH_MAX: no longer path can be opened
 
 
 @dataclass(frozen=True)
@@ -181,9 +183,9 @@ def _parse_lines(path: Path) -> Iterator[MetaLine | AudioICLError]:
                 continue
             try:
                 obj = json.loads(raw.decode("utf-8"))
-                yield MetaLine(episode_from_json(obj, file=str(path), line=number), path, number)
             except UnicodeDecodeError as exc:
                 yield AudioICLError(f"not UTF-8 text: {exc.reason}", file=str(path), line=number)
+                continue
             except json.JSONDecodeError as exc:
                 text = raw.decode("utf-8")
                 where = (
@@ -197,8 +199,29 @@ def _parse_lines(path: Path) -> Iterator[MetaLine | AudioICLError]:
                     line=number,
                     id=id_in_broken_line(text),
                 )
+                continue
+            except (ValueError, RecursionError) as exc:  # a number past 4,300 digits, nesting past the stack
+                yield AudioICLError(
+                    f"unreadable JSON: {json_limit_problem(exc)}",
+                    file=str(path),
+                    line=number,
+                    id=id_in_broken_line(raw.decode("utf-8")),
+                )
+                continue
+            try:
+                yield MetaLine(episode_from_json(obj, file=str(path), line=number), path, number)
             except AudioICLError as exc:
                 yield exc
+
+
+def json_limit_problem(exc: Exception) -> str:
+    """What stops the standard library from decoding valid-looking JSON (its ``ValueError`` or
+    ``RecursionError``, not a ``JSONDecodeError``), in a few words."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if "digits" in str(exc):
+        return "a number with more than 4,300 digits"
+    return str(exc)
 
 
 def id_in_broken_line(text: str, key: str = "id") -> str | None:
@@ -262,7 +285,10 @@ def find_meta_files(root: str | os.PathLike) -> dict[int, Path]:
 
 
 def resolve_audio_path(root: str | os.PathLike, audio_path: str) -> Path:
-    """The file a meta ``audio_path`` names, refusing absolute paths and paths that leave ``root``."""
+    """The file a meta ``audio_path`` names, refusing absolute paths and paths that leave ``root``, and
+    paths no file system can hold (a NUL, a name past 255 bytes, text that is no file name)."""
+    if not isinstance(audio_path, str):
+        raise AudioICLError(f"audio_path must be a string, got {type(audio_path).__name__}")
     if not audio_path:
         raise AudioICLError("empty audio_path")
     if os.path.isabs(audio_path) or audio_path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", audio_path):
@@ -270,8 +296,20 @@ def resolve_audio_path(root: str | os.PathLike, audio_path: str) -> Path:
     parts = Path(audio_path).parts
     if ".." in parts:
         raise AudioICLError(f"audio_path leaves the dataset root: {audio_path}")
+    if "\x00" in audio_path:
+        raise AudioICLError(f"audio_path holds a NUL character: {audio_path!r}")
+    try:
+        names = [os.fsencode(name) for name in parts]
+    except UnicodeEncodeError:
+        raise AudioICLError(
+            f"audio_path is not a file name here (unencodable text): {audio_path!r}"
+        ) from None
+    if any(len(name) > NAME_MAX_BYTES for name in names):
+        raise AudioICLError(f"audio_path holds a name longer than 255 bytes: {audio_path[:100]}...")
     root = Path(root).resolve()
     full = (root / audio_path).resolve()
     if not full.is_relative_to(root):
         raise AudioICLError(f"audio_path leaves the dataset root through a link: {audio_path}")
+    if len(os.fsencode(full)) >= PATH_MAX_BYTES:
+        raise AudioICLError(f"audio_path is longer than a file system allows: {audio_path[:100]}...")
     return full

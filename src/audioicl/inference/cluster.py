@@ -29,7 +29,7 @@ from audioicl.errors import AudioICLError
 from .options import RunOptions, Shard
 from .record import model_run_record, run_record_name
 from .results import MergedFile, merge_shards
-from .runner import RunSummary, run
+from .runner import RunSummary, preflight, run
 
 GPU_BACKENDS = ("hf", "vllm")  # kinds that want a GPU per shard where the cluster has GPUs
 
@@ -129,6 +129,7 @@ def run_on_ray(options: RunOptions, plan: RayPlan, report: Callable[[str], None]
     """Run ``options`` as shards on Ray and merge them into ``options.out``; see the module docstring."""
     if options.shard is not None:
         raise AudioICLError("--ray makes the shards itself; leave out --shard")
+    preflight(options, report, model="name")  # the shards check again, each its share, and load the model
     try:
         import ray
     except ModuleNotFoundError as exc:

@@ -77,6 +77,7 @@ class RunOptions:
     window: int | None = None  # prompts per backend call (sorted by length there); None: 4 batches
     control: str | None = None  # a study condition (``prompts.controls.CONTROLS``), part of the model name
     probe: bool = False  # perception probes (``probes``) instead of the task, at k = 0
+    allow_missing_audio: bool = False  # run although clips are missing: their episodes get error lines
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):

@@ -1,13 +1,29 @@
 """``<model>_run.json``, the run record: how a model's results files in a folder were made (data root,
 dataset fingerprint, the settings that change what a line says, every run's selection and backend). The one
 owner of the format: naming, reading (legacy ``run.json`` too), building a run's record, checking it against
-the folder's and merging it in under the record's lock, and the conflicts that refuse a run or a merge."""
+the folder's and merging it in under the record's lock, and the conflicts that refuse a run or a merge.
+
+Each entry of ``runs`` also says where and when that run ran, in two blocks that no check reads (a resumed
+run may run on another host, at another time, from another command line): ``environment`` (argv, Python,
+platform, host, process id, audioicl version, and the git commit of the installed source tree when it is a
+git checkout, with whether that tree had changes) and ``timing`` (``started``, ``backend_loaded`` and
+``finished`` as UTC ISO times, ``wall_s`` and the ``outcome``: completed; stopped, by an error, with
+``stopped_by`` its text; or interrupted, by a signal (Ctrl-C, SIGTERM), with ``signal`` its name; a run that
+was killed has no ``finished``)."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import functools
 import hashlib
 import json
-from collections.abc import Mapping
+import os
+import platform
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +34,7 @@ from audioicl.dataset.download import dataset_source
 from audioicl.dataset.manifest import dataset_fingerprint
 from audioicl.dataset.meta import k_of
 from audioicl.dataset.sidecar import Sidecar
-from audioicl.errors import AudioICLError
+from audioicl.errors import AudioICLError, Stopped
 from audioicl.files import FileLock, write_atomic
 
 from .options import RunOptions
@@ -28,6 +44,8 @@ LEGACY_RUN_FILE = "run.json"  # one record per folder, as written before per-mod
 
 Record = dict[str, Any]
 RECORD_LOCK_WAIT_S = 30.0  # another run of the same model in the folder holds the record only briefly
+GIT_TIMEOUT_S = 5.0
+STOPPED_BY_CHARS = 300  # of the error that stopped a run, kept in its timing block
 
 
 def run_record_name(model: str) -> str:
@@ -85,6 +103,21 @@ def record_shard(record: Record) -> str | None:
     if "shard" in record:
         return record["shard"]
     return (record.get("selection") or {}).get("shard")
+
+
+def record_selections(record: Record) -> list[dict[str, Any]]:
+    """What each run of a record selected, ``{"shots", "tasks", "limit", "shard"}`` (None: all), the folder's
+    shard applying to every run; a legacy record's one ``selection`` is its one run."""
+    runs = record.get("runs")
+    if not isinstance(runs, list):
+        legacy = record.get("selection")
+        runs = [legacy] if isinstance(legacy, dict) else []
+    shard = record_shard(record)
+    return [
+        {"shots": run.get("shots"), "tasks": run.get("tasks"), "limit": run.get("limit"), "shard": shard}
+        for run in runs
+        if isinstance(run, dict)
+    ]
 
 
 def _record_model(record: Record) -> ModelSpec | None:
@@ -174,9 +207,70 @@ def new_run_record(options: RunOptions, metas: Mapping[int, Path], sidecar: Side
                 "retry_errors": options.retry_errors,
                 "audioicl_version": __version__,
                 **({"k0_from": metas[0].name} if 0 in metas and k_of(metas[0]) != 0 else {}),
+                "environment": run_environment(),
+                "timing": {"started": utc_now()},
             }
         ],
     }
+
+
+def utc_now() -> str:
+    """The time now as UTC ISO 8601 to the millisecond (``2025-06-01T12:00:00.123Z``)."""
+    now = datetime.datetime.now(datetime.UTC)
+    return now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _seconds_between(start: str, end: str) -> float:
+    def parse(text: str) -> datetime.datetime:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    return round((parse(end) - parse(start)).total_seconds(), 3)
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def source_commit() -> tuple[str, bool] | None:
+    """(commit, whether the package's files differ from it) of the installed audioicl when its source tree
+    is a git checkout whose files include this package (an editable install); None otherwise (a wheel, also
+    one installed into a virtual environment inside some checkout)."""
+    package = Path(__file__).resolve().parents[1]
+    if _git(package, "ls-files", "--error-unmatch", "__init__.py") is None:
+        return None
+    commit = _git(package, "rev-parse", "HEAD")
+    if not commit:
+        return None
+    status = _git(package, "status", "--porcelain", "--", ".")
+    return commit, bool(status)
+
+
+def run_environment() -> dict[str, Any]:
+    """Where this run runs: the ``environment`` block of its entry in ``runs``."""
+    environment: dict[str, Any] = {
+        "argv": list(sys.argv),
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "audioicl_version": __version__,
+    }
+    found = source_commit()
+    if found is not None:
+        environment["git_commit"], environment["git_dirty"] = found
+    return environment
 
 
 def merge_run_record(found: tuple[Path, Record] | None, record: Record) -> Record:
@@ -203,6 +297,69 @@ def with_backend(record: Record, backend: Backend) -> Record:
     kept per run since a resumed run may load it elsewhere."""
     run = {**record["runs"][-1], "backend": backend.name, "backend_info": dict(backend.info)}
     return {**record, "backend": backend.name, "runs": [*record["runs"][:-1], run]}
+
+
+def _is_this_run(entry: Any, run: Record) -> bool:
+    """Whether ``entry`` of a record's ``runs`` is ``run`` (the same start, process and host)."""
+    if not isinstance(entry, dict):
+        return False
+    mine, theirs = run.get("environment") or {}, entry.get("environment") or {}
+    return (entry.get("timing") or {}).get("started") == (run.get("timing") or {}).get("started") and (
+        theirs.get("pid"),
+        theirs.get("host"),
+    ) == (mine.get("pid"), mine.get("host"))
+
+
+def finish_run_record(folder: Path, record: Record, timing: Mapping[str, Any]) -> None:
+    """Add ``timing`` to this run's entry (the last of ``record``'s ``runs``) in the folder's record, under
+    its lock; nothing when the entry is not there (the record was not written, or replaced since)."""
+    run = record["runs"][-1]
+    path = folder / run_record_name(record["model_name"])
+    lock = FileLock(path)
+    lock.acquire(wait_s=RECORD_LOCK_WAIT_S)
+    try:
+        found = model_run_record(folder, record["model_name"])
+        if found is None:
+            return
+        where, current = found
+        runs = list(current.get("runs") or [])
+        for index in range(len(runs) - 1, -1, -1):
+            if _is_this_run(runs[index], run):
+                runs[index] = {**runs[index], "timing": {**(runs[index].get("timing") or {}), **timing}}
+                write_atomic(where, dumps_record({**current, "runs": runs}), durable=True)
+                return
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def timed_run(folder: Path, record: Record) -> Iterator[None]:
+    """Around the work of a run whose record is written: when it ends, however it ends, its entry gets the
+    time the backend was ready (the start of the block), the finish, the wall time and the outcome."""
+    loaded = utc_now()
+    outcome: dict[str, Any] = {"outcome": "completed"}
+    try:
+        yield
+    except KeyboardInterrupt:
+        outcome = {"outcome": "interrupted", "signal": "SIGINT"}
+        raise
+    except Stopped as exc:  # a signal, acted on at a safe point (``stopping``)
+        outcome = {"outcome": "interrupted", "signal": exc.signal}
+        raise
+    except BaseException as exc:
+        outcome = {"outcome": "stopped", "stopped_by": " ".join(str(exc).split())[:STOPPED_BY_CHARS]}
+        raise
+    finally:
+        finished = utc_now()
+        started = (record["runs"][-1].get("timing") or {}).get("started", loaded)
+        timing = {
+            "backend_loaded": loaded,
+            "finished": finished,
+            "wall_s": _seconds_between(started, finished),
+            **outcome,
+        }
+        with contextlib.suppress(AudioICLError, OSError):  # the run's own outcome matters more
+            finish_run_record(folder, record, timing)
 
 
 def update_run_record(folder: Path, record: Record, write: bool = True) -> None:

@@ -1,15 +1,17 @@
 """The append-only results log (SPEC §3): reading it, appending to it, and merging shard folders.
 
-A results file is ``<model>_results_k<k>.jsonl``, one JSON object per line. Writers append whole lines and
-flush + fsync after each batch, holding the file's lock (``audioicl.files.FileLock``); a process killed
-mid-write can leave one half-written last line, which ``ResultsLog.open`` cuts off (reporting it) before
-appending. ``read_result_lines`` is the one way a results file is split into lines (the scorer's too).
+A results file is ``<model>_results_k<k>.jsonl``, one JSON object per line. Writers append whole lines (a
+batch's in one ``os.write``) and fsync after each batch, holding the file's lock (``audioicl.files.FileLock``);
+a write the system refuses (full disk, quota, file-size limit) is cut back to the last complete line at once; a
+process killed mid-write can leave one half-written last line, which ``ResultsLog.open`` cuts off (reporting
+it) before appending. ``read_result_lines`` is the one way a results file is split into lines (the scorer's too).
 
 Next to a model's results files, ``<model>_run.json`` records how they were made (``record``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from audioicl.dataset.meta import find_meta_files, iter_meta
-from audioicl.errors import AudioICLError, refuse_duplicate_ids
-from audioicl.files import lock_path, read_lock, write_atomic
+from audioicl.dataset.meta import find_meta_files, iter_meta, json_limit_problem
+from audioicl.errors import AudioICLError, refuse_duplicate_ids, write_failed
+from audioicl.files import check_output, lock_path, read_lock, write_atomic, writing
 from audioicl.records import Result
 
 from .record import Record, dumps_record, folder_run_records, record_conflicts, record_shard, run_record_name
@@ -52,6 +54,10 @@ def _parse_line(text: str, path: Path, number: int) -> ResultLine:
         raise AudioICLError(
             f"malformed JSON: {exc.msg} (column {exc.colno})", file=str(path), line=number
         ) from exc
+    except (ValueError, RecursionError) as exc:  # a number past 4,300 digits, nesting past the stack
+        raise AudioICLError(
+            f"unreadable JSON: {json_limit_problem(exc)}", file=str(path), line=number
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):
         raise AudioICLError("result line is not an object with a string 'id'", file=str(path), line=number)
     return ResultLine(data, path, number)
@@ -64,11 +70,30 @@ def read_result_lines(path: Path) -> list[str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        line = len(_LINE_BREAK.split(data[: exc.start]))
         raise AudioICLError(f"not UTF-8 text ({exc.reason})", file=str(path), line=line) from None
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text.split("\n")
+
+
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
+
+def read_result_lines_or_none(path: Path) -> list[str | None]:
+    """``read_result_lines``, but a line that is not UTF-8 is None rather than an error for the whole file
+    (so that the scorer can count it as one malformed line, in its place)."""
+    try:
+        return list(read_result_lines(path))
+    except AudioICLError:
+        pass
+    lines: list[str | None] = []
+    for raw in _LINE_BREAK.split(path.read_bytes()):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            lines.append(None)
+    return lines
 
 
 def iter_results(path: str | os.PathLike) -> Iterator[ResultLine]:
@@ -105,14 +130,15 @@ class ResultsLog:
         self.path = path
         self.existing = existing
         self.repaired = repaired
-        self._handle = None
+        self._fd: int | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> ResultsLog:
         """Repair the tail, read what is there (refusing duplicate ids), ready to append."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        repaired = repair_tail(path)
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            repaired = repair_tail(path)
         existing = list(iter_results(path)) if path.exists() else []
         refuse_duplicate_ids(((line.id, line.line) for line in existing), str(path))
         return cls(path, existing, repaired)
@@ -121,18 +147,31 @@ class ResultsLog:
         return {line.id for line in self.existing}
 
     def append(self, results: Iterable[Result]) -> None:
-        """Append whole lines, then flush and fsync, so a crash loses at most the batch in flight."""
-        if self._handle is None:
-            self._handle = self.path.open("a", encoding="utf-8", newline="\n")
-        text = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results)
-        self._handle.write(text)
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        """Append whole lines in one write of their bytes, then fsync, so a crash loses at most the batch in
+        flight. A write the system refuses (a full disk, a quota, a file-size limit) cuts the file back to
+        where it was, its last complete line, and raises ``WriteFailed``: the batch is asked again on resume."""
+        data = "".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in results).encode("utf-8")
+        if not data:
+            return
+        with writing(self.path):
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            size = os.fstat(self._fd).st_size
+        try:
+            view = memoryview(data)
+            while view:  # a short write (room for part of it) is followed by the error of the rest
+                view = view[os.write(self._fd, view) :]
+            os.fsync(self._fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+                os.fsync(self._fd)
+            raise write_failed(self.path, exc) from None
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 def drop_error_lines(path: Path, ids: set[str]) -> int:
@@ -242,6 +281,7 @@ def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> li
     """Join the results files of shard folders into ``out``, one file per model and k, refusing an id
     given twice and (with ``data``) any dataset episode without a result. Lines come in dataset order
     with ``data``, else by id. Writes ``out/<model>_run.json`` from the shards' records of each model."""
+    check_output(out, "--out", folder=True)
     resolved = [f.resolve() for f in folders]
     twice = sorted({str(f) for f in folders if resolved.count(f.resolve()) > 1})
     if twice:

@@ -18,9 +18,12 @@ A study condition (``control``: a ``controls`` transformation of every prompt; `
 probes at k = 0) is part of the settings and of the model name, ``<model>+<condition>``, so its files sit
 beside the plain run's.
 
-An episode whose audio cannot be read, or has a clip longer than the backend accepts, gets a line with
-``status: "error"`` and the reason; it is never skipped. Error lines stay in the log (a rerun reports them)
-unless ``retry_errors`` removes them first so that their episodes run again.
+Before a folder is created or a backend loaded, ``preflight`` checks the run: the options, the data root,
+every clip of the selection (missing clips are counted and refuse the run, unless ``allow_missing_audio``: a
+partial dataset such as the release), the output folder (writable, outside the dataset root) and the model.
+An episode whose audio cannot be read (missing, with ``allow_missing_audio``), or has a clip longer than the
+backend accepts, gets a line with ``status: "error"`` and the reason; it is never skipped. Error lines stay in
+the log (a rerun reports them) unless ``retry_errors`` removes them first so that their episodes run again.
 """
 
 from __future__ import annotations
@@ -33,16 +36,22 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-from tqdm import tqdm
+from typing import Any, Literal
 
 from audioicl.backends import Backend, load_backend
-from audioicl.backends.base import GenerationConfig, Request, Response, Workload
-from audioicl.dataset.meta import find_meta_files, iter_meta, k_of
+from audioicl.backends.base import (
+    BackendUnreachable,
+    GenerationConfig,
+    GenerationStopped,
+    Request,
+    Response,
+    Workload,
+    check_model,
+)
+from audioicl.dataset.meta import find_meta_files, iter_meta, k_of, resolve_audio_path
 from audioicl.dataset.sidecar import Sidecar, load_sidecar
 from audioicl.errors import AudioICLError, refuse_duplicate_ids
-from audioicl.files import FileLock
+from audioicl.files import FileLock, check_output, create_folder, remove_empty_folders
 from audioicl.prompts.build import Prompt, build_prompt
 from audioicl.prompts.chat import AudioPart, Chat, render_text
 from audioicl.prompts.clips import MORSE_TASK, ClipStore, load_morse_bank, pad_chats
@@ -53,8 +62,10 @@ from audioicl.records import Episode, Result
 from audioicl.tasks import TASKS
 
 from .options import RUN_ORDERS, Report, RunOptions, RunOrder, Shard
-from .record import new_run_record, update_run_record, with_backend
+from .progress import Progress
+from .record import new_run_record, timed_run, update_run_record, with_backend
 from .results import ResultsLog, drop_error_lines, results_name
+from .stopping import StopRequest
 
 
 def _stderr(message: str) -> None:
@@ -295,15 +306,25 @@ def error_line(work: Work, model: str, error: str, prompt: Prompt | None = None)
 
 WINDOW_BATCHES = 4  # a backend call holds this many batches by default, so a backend can sort by length
 FAILED_WINDOWS_LIMIT = 3  # windows in a row whose whole call raised: the run stops instead of going on
+# (a call that raises BackendUnreachable, no request having reached a server, stops the run at once)
 
 
 def _generate(
     backend: Backend, requests: list[Request], config: GenerationConfig
-) -> tuple[list[Response], str | None]:
+) -> tuple[list[Response | None], str | None]:
     """The backend's responses, or (when the call itself raised) one error response per request and the
-    error's text. A wrong number of responses is a bug in the backend and stops the run."""
+    error's text. A wrong number of responses is a bug in the backend and stops the run, and so does a
+    backend that could not be reached (``BackendUnreachable``): the window gets no lines, a rerun asks it.
+    A call stopped by a signal (``GenerationStopped``) gives None for each request it did not answer."""
     try:
         responses = backend.generate(requests, config)
+    except GenerationStopped as stopped:
+        return [stopped.answered.get(index) for index in range(len(requests))], None
+    except BackendUnreachable as exc:
+        raise AudioICLError(
+            f"backend {backend.name}: {exc}; stopped, nothing written for the last {len(requests)} prompts "
+            "(the same command resumes)"
+        ) from exc
     except Exception as exc:  # one failed call becomes error lines; the caller stops after several
         error = f"backend {backend.name} failed: {type(exc).__name__}: {exc}"
         return [Response.failed(error) for _ in requests], error
@@ -348,7 +369,8 @@ def run_window(
     built: PreparedWindow | None = None,
 ) -> tuple[list[Result], str | None]:
     """Result lines for ``window`` (in its order) and the error of a backend call that raised, if any.
-    ``built``: the window already prepared (``prepare_window``)."""
+    ``built``: the window already prepared (``prepare_window``). A call stopped by a signal gives no line
+    for the prompts it did not answer (the rerun asks them)."""
     model = str(maker.options.model)
     built = built or prepare_window(maker, backend, window)
     requests = built.requests
@@ -364,6 +386,8 @@ def run_window(
             results.append(error_line(p.work, model, p.error or "unknown error"))
             continue
         chat, response = answered[id(p)]
+        if response is None:  # not answered: the call was stopped
+            continue
         if response.error is not None:
             results.append(error_line(p.work, model, response.error, p.prompt))
         else:
@@ -416,8 +440,8 @@ def _validate(options: RunOptions) -> None:
         raise AudioICLError(f"--batch-size must be at least 1, got {options.batch_size}")
     if options.max_new_tokens < 1:
         raise AudioICLError(f"--max-new-tokens must be at least 1, got {options.max_new_tokens}")
-    if options.limit is not None and options.limit < 0:
-        raise AudioICLError(f"--limit must not be negative, got {options.limit}")
+    if options.limit is not None and options.limit < 1:
+        raise AudioICLError(f"--limit must be at least 1, got {options.limit}")
     if "seed" in options.backend_options:
         raise AudioICLError("set the seed with --seed, not as a backend option")
     if options.window is not None and options.window < 1:
@@ -458,20 +482,107 @@ def _study_episodes(
     return episodes, StudySetup(control, partners, sidecar, problems)
 
 
-def _prompt_set(options: RunOptions) -> PromptSet:
-    prompt_set = load_prompt_set(options.prompts) if options.prompts else PromptSet()
-    return replace(PROBE_SET, system=prompt_set.system) if options.probe else prompt_set
+# --------------------------------------------------------------------------- preflight
+
+MISSING_SHOWN = 3  # missing clips named in the refusal
 
 
-def run(options: RunOptions, report: Report = _stderr, backend: Backend | None = None) -> RunSummary:
-    """Run ``options.model`` over the selected episodes of every k; see the module docstring.
+def _check_root(data: Path, metas: Mapping[int, Path]) -> None:
+    """Refuse ``ROOT/meta`` given as the root: the meta files are in it and the clips beside it."""
+    folder = data.resolve()
+    at_top = any(path.parent.resolve() == folder for path in metas.values())
+    if folder.name == "meta" and at_top and not (folder / "data").is_dir():
+        root = data.parent if data.name == "meta" else folder.parent
+        raise AudioICLError(
+            f"{data} is the meta/ folder of a dataset, whose clips lie beside it; did you mean --data {root}?"
+        )
 
-    The backend is loaded only after the results files are locked and the folder's run record accepts
-    this run's settings: a large model is not loaded to be refused. ``backend``: an already loaded one to
-    use instead of loading ``options.model`` (which then only names the run), e.g. a model built in
-    memory, or one loaded once for the conditions of a ``study``; the caller keeps it (it is not closed)."""
+
+def _check_out(options: RunOptions) -> None:
+    """Refuse an output folder that cannot be made or written, or one inside the dataset root."""
+    check_output(options.out, "--out", folder=True)
+    if options.folder != options.out:
+        check_output(options.folder, "--out", folder=True)
+    data, out = options.data.resolve(), options.out.resolve()
+    if out.is_relative_to(data):
+        raise AudioICLError(
+            f"--out {options.out} is inside the dataset root {options.data}: results there would change the "
+            "dataset; write them into a folder outside it"
+        )
+
+
+def missing_clips(data: Path, selected: Mapping[int, Sequence[Episode]]) -> tuple[list[str], int]:
+    """The clips (``audio_path``, in the order first met) that the selected episodes name and the dataset
+    lacks, and how many episodes (lines) need one of them."""
+    missing: dict[str, None] = {}
+    present: set[str] = set()
+    lines = 0
+    for episodes in selected.values():
+        for ep in episodes:
+            lacks = False
+            for clip in ep.clips():
+                rel = clip.audio_path
+                if rel in present:
+                    continue
+                if rel not in missing:
+                    try:
+                        found = resolve_audio_path(data, rel).exists()
+                    except AudioICLError:  # an absolute path or one leaving the root: its error line says so
+                        found = True
+                    if found:
+                        present.add(rel)
+                        continue
+                    missing[rel] = None
+                lacks = True
+            lines += lacks
+    return list(missing), lines
+
+
+def _check_clips(options: RunOptions, selected: Mapping[int, Sequence[Episode]], report: Report) -> None:
+    """Refuse a selection whose clips are not all there, counting them up front; ``allow_missing_audio``
+    runs anyway (their episodes get error lines), saying how many."""
+    missing, lines = missing_clips(options.data, selected)
+    if not missing:
+        return
+    shown = ", ".join(missing[:MISSING_SHOWN]) + (", ..." if len(missing) > MISSING_SHOWN else "")
+    what = f"{len(missing)} clip(s) that the selected episodes need are missing ({shown}): {lines} result line(s)"
+    if options.allow_missing_audio:
+        report(f"warning: {what} will be error lines naming the missing clip (--allow-missing-audio)")
+        return
+    raise AudioICLError(
+        f"{what} would be error lines instead of answers; restore the clips, or pass --allow-missing-audio "
+        "to run anyway (a partial dataset such as the release)",
+        file=str(options.data),
+    )
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What ``preflight`` read and checked: each k's meta file, the sidecar, each k's selected episodes, the
+    study condition's setup, the prompt set and the Morse bank."""
+
+    metas: Mapping[int, Path]
+    sidecar: Sidecar | None
+    selected: Mapping[int, list[Episode]]
+    study: StudySetup
+    prompt_set: PromptSet
+    bank: tuple[AudioPart, ...]
+
+
+def preflight(
+    options: RunOptions, report: Report = _stderr, *, model: Literal["import", "name", "none"] = "import"
+) -> RunPlan:
+    """Everything a run checks before it creates a folder or loads a backend: the options, the data root
+    (meta files, not ``ROOT/meta``; every clip of the selection, unless ``allow_missing_audio``), the output
+    folder (can be made and written, outside the dataset root) and the model (``model``: ``"import"``
+    checks the kind, the checkpoint folder and the packages its module needs; ``"name"`` all but the
+    packages; ``"none"`` nothing, for a backend already loaded)."""
     _validate(options)
     metas = _meta_files(options)
+    _check_root(options.data, metas)
+    _check_out(options)
+    if model != "none":
+        check_model(options.model, import_kind=False)
     sidecar = load_sidecar(options.data) if options.control == "transcript" or options.probe else None
     episodes, study = _study_episodes(options, metas, sidecar)
     selected: dict[int, list[Episode]] = {}
@@ -481,10 +592,57 @@ def run(options: RunOptions, report: Report = _stderr, backend: Backend | None =
         selected[k] = select_episodes(read, options.tasks, options.limit, options.shard)
     prompt_set = _prompt_set(options)
     bank = load_morse_bank(options.data, options.morse_bank)
+    _check_clips(options, selected, report)
+    if model == "import":
+        check_model(options.model)
+    return RunPlan(metas, sidecar, selected, study, prompt_set, bank)
 
+
+def _prompt_set(options: RunOptions) -> PromptSet:
+    prompt_set = load_prompt_set(options.prompts) if options.prompts else PromptSet()
+    return replace(PROBE_SET, system=prompt_set.system) if options.probe else prompt_set
+
+
+def run(
+    options: RunOptions,
+    report: Report = _stderr,
+    backend: Backend | None = None,
+    stop: StopRequest | None = None,
+) -> RunSummary:
+    """Run ``options.model`` over the selected episodes of every k; see the module docstring.
+
+    The backend is loaded only after the results files are locked and the folder's run record accepts
+    this run's settings: a large model is not loaded to be refused. Before that, ``preflight`` checks what
+    can be checked without writing anything; the output folder is created after it, and removed again when
+    the run is refused before it wrote a file there. ``backend``: an already loaded one to use instead of
+    loading ``options.model`` (which then only names the run), e.g. a model built in memory, or one loaded
+    once for the conditions of a ``study``; the caller keeps it (it is not closed). ``stop``: what signal
+    handlers note (``stopping.on_signals``): the run stops at its next safe point, raising ``Stopped``."""
+    plan = preflight(options, report, model="none" if backend is not None else "import")
     folder = options.folder
-    folder.mkdir(parents=True, exist_ok=True)
-    record = new_run_record(options, metas, sidecar)
+    created = create_folder(folder)
+    stop = stop or StopRequest()
+    try:
+        with stop.deferred():
+            return _run_in(options, plan, folder, report, backend, stop)
+    except BaseException:
+        remove_empty_folders(created)  # a refused run leaves no empty folder behind
+        raise
+
+
+def _run_in(
+    options: RunOptions,
+    plan: RunPlan,
+    folder: Path,
+    report: Report,
+    backend: Backend | None,
+    stop: StopRequest,
+) -> RunSummary:
+    """The run in its folder (made): the locks, the run record, the backend, then the lines. A signal is
+    noted (``stop``) and acted on between windows, except while the backend loads, when it stops the run at
+    once."""
+    selected, bank, study, prompt_set = plan.selected, plan.bank, plan.study, plan.prompt_set
+    record = new_run_record(options, plan.metas, plan.sidecar)
 
     locks = [FileLock(folder / results_name(options.model_name, k)) for k in selected]
     acquired: list[FileLock] = []
@@ -496,16 +654,20 @@ def run(options: RunOptions, report: Report = _stderr, backend: Backend | None =
             if lock.taken_over:
                 report(f"warning: took over the stale lock {lock.lock} of dead process {lock.taken_over.pid}")
         update_run_record(folder, record, write=False)
-        backend = given or load_backend(
-            options.model, workload(selected, bank), seed=options.seed, **options.backend_options
-        )
+        with stop.immediate():
+            backend = given or load_backend(
+                options.model, workload(selected, bank), seed=options.seed, **options.backend_options
+            )
+        stop.backend = backend
         update_run_record(folder, with_backend(record, backend))
-        family = getattr(backend, "family", None) or system_family(options.model.name)
-        maker = PromptMaker(
-            options, prompt_set, family, bank, ClipStore(options.data), backend.max_clip_seconds, study
-        )
-        return _run_all(maker, backend, selected, folder, report)
+        with timed_run(folder, record):  # the entry's finish, wall time and outcome, however it ends
+            family = getattr(backend, "family", None) or system_family(options.model.name)
+            maker = PromptMaker(
+                options, prompt_set, family, bank, ClipStore(options.data), backend.max_clip_seconds, study
+            )
+            return _run_all(maker, backend, selected, folder, report, stop)
     finally:
+        stop.backend = None
         if backend is not None and given is None:
             backend.close()
         for lock in acquired:
@@ -546,8 +708,10 @@ def _run_all(
     selected: Mapping[int, list[Episode]],
     folder: Path,
     report: Report,
+    stop: StopRequest | None = None,
 ) -> RunSummary:
-    """Append the lines of the selected episodes not yet in their k's file; the caller holds the locks."""
+    """Append the lines of the selected episodes not yet in their k's file; the caller holds the locks. A stop
+    asked for (``stop``) ends the run after the window in hand is written, raising ``Stopped``."""
     options = maker.options
     logs, summaries, pending = _open_logs(options, selected, folder, report)
     config = GenerationConfig(
@@ -560,9 +724,18 @@ def _run_all(
         window_size, whole_episodes = options.batch_size, False
     failed_in_a_row = 0
     parts = list(windows(work, window_size, whole_episodes))
+    stop = stop or StopRequest()
+    total = sum(summary.selected for summary in summaries.values())
+
+    def stop_if_asked() -> None:  # a safe point: every line so far written and fsynced
+        done = sum(summary.skipped + summary.written for summary in summaries.values())
+        if done < total:
+            stop.check(f"after {done} of {total} prompts")
+
     try:
+        stop_if_asked()
         with (
-            tqdm(total=len(work), desc="prompts", unit="prompt", disable=None) as bar,
+            Progress(len(work), report) as bar,  # a bar on a terminal, else a plain line now and then
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="audioicl-prepare") as ahead,
         ):
             # the next window's prompts are built while the backend answers this one
@@ -574,11 +747,12 @@ def _run_all(
                     upcoming = ahead.submit(prepare_window, maker, backend, parts[index + 1])
                 results, call_error = run_window(maker, backend, config, window, built)
                 for k in sorted({item.k for item in window}):
-                    lines = [r for item, r in zip(window, results, strict=True) if item.k == k]
+                    lines = [r for r in results if r.extra["k"] == k]
                     logs[k].append(lines)
                     summaries[k].written += len(lines)
                     summaries[k].errors += sum(1 for r in lines if r.extra.get("status") == "error")
-                bar.update(len(window))
+                bar.update(len(results), {item.k for item in window})
+                stop_if_asked()
                 failed_in_a_row = failed_in_a_row + 1 if call_error else 0
                 if call_error:
                     report(f"warning: {call_error}; its {len(window)} prompts got error lines")

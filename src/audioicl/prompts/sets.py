@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import yaml
 
+from audioicl.dataset.meta import json_limit_problem
 from audioicl.errors import AudioICLError
 from audioicl.tasks import TASKS
 
@@ -100,14 +101,21 @@ def _string_map(value: Any, key: str, known: Sequence[str], kind: str, file: str
 def read_structured_file(path: Path, what: str) -> Any:
     """Decode a JSON (``.json``) or YAML (anything else) file; errors name the file and line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise AudioICLError(f"cannot read {what}: {exc.strerror}", file=str(path)) from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise AudioICLError(f"not UTF-8 text ({exc.reason})", file=str(path), line=line) from None
     if path.suffix.lower() == ".json":
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise AudioICLError(f"malformed JSON: {exc.msg}", file=str(path), line=exc.lineno) from exc
+        except (ValueError, RecursionError) as exc:  # a number past 4,300 digits, nesting past the stack
+            raise AudioICLError(f"unreadable JSON: {json_limit_problem(exc)}", file=str(path)) from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -115,6 +123,11 @@ def read_structured_file(path: Path, what: str) -> Any:
         problem = getattr(exc, "problem", None) or str(exc)
         line = mark.line + 1 if mark is not None else None
         raise AudioICLError(f"malformed YAML: {problem}", file=str(path), line=line) from exc
+    except RecursionError:
+        raise AudioICLError("unreadable YAML: nested too deeply", file=str(path)) from None
+    except (ValueError, TypeError, IndexError, OverflowError) as exc:
+        # a value its tag cannot hold (2001-02-30, !!int "", !!float abc): PyYAML's constructors raise these
+        raise AudioICLError(f"malformed YAML: {json_limit_problem(exc)}", file=str(path)) from None
 
 
 def load_prompt_set(path: str | os.PathLike) -> PromptSet:

@@ -1,10 +1,13 @@
 """Scoring result folders against ground truth (SPEC §5): result files found, each line judged by the rules
-(``scoring.rules``), accuracies per (model, shots, task) with their intervals (``scoring.stats``), CSV output.
+(``scoring.rules``), accuracies per (model, shots, task) with their intervals (``scoring.stats``), the coverage
+of each (model, shots) against its dataset and its runs' selection (``scoring.coverage``), CSV output.
 
 The default numbers are the original's. Our additions never change them: unparsed responses and error lines
 (``status: "error"``: episodes a run could not ask, e.g. for a missing clip) counted separately (both stay in
-the denominator, as wrong), Wilson and cluster-bootstrap intervals, and an opt-in strict mode
-(``ScoreOptions.strict``) that only accepts a response that is the bare answer.
+the denominator, as wrong), Wilson and cluster-bootstrap intervals, an opt-in strict mode
+(``ScoreOptions.strict``) that only accepts a response that is the bare answer, and the coverage CSV. A
+malformed line (which the original cannot score: it stops) is, with ``skip_bad_lines``, counted as wrong in
+its task when its id or text tells the task, else reported apart as unreadable: never a task of its own.
 
 Everything here is a plain function over typed records so the report module can reuse it:
 ``find_result_files`` → ``iter_scored_lines`` / ``score_files`` → ``write_summary`` → ``read_summary``.
@@ -21,10 +24,19 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from audioicl.dataset.meta import find_meta_files, id_in_broken_line, read_meta
+from audioicl.dataset.meta import find_meta_files, id_in_broken_line, json_limit_problem, read_meta
 from audioicl.errors import AudioICLError
-from audioicl.inference.results import RESULTS_PATTERN, read_result_lines
+from audioicl.files import atomic_text
+from audioicl.inference.results import RESULTS_PATTERN, read_result_lines_or_none
 
+from .coverage import (
+    CoverageRow,
+    Expectations,
+    coverage_path,
+    coverage_row,
+    task_of_broken_line,
+    write_coverage,
+)
 from .rules import UNPARSED, Verdict, rule_table
 from .stats import cluster_bootstrap, wilson_interval
 
@@ -91,6 +103,9 @@ class ScoreOptions:
     strict: bool = False
     skip_bad_lines: bool = False
     workers: int | None = None  # processes for large inputs; None: one per CPU, 1: no worker processes
+    # the dataset the results came from, for the coverage and a malformed line's task; None: each model's
+    # run record's data root
+    data: Path | None = None
     # (k, episode id) → the query clip, for lines without ``audio_paths`` (``query_clips_of`` a dataset)
     query_clips: Mapping[tuple[int, str], str] | None = None
 
@@ -117,7 +132,8 @@ def _query_clip(record: dict, shots: int, episode: object, options: ScoreOptions
 @dataclass(slots=True)
 class ScoredLine:
     """One non-blank result line and its verdict; ``malformed`` lines (only with ``skip_bad_lines``) are wrong;
-    ``error``: the run recorded that it could not ask the model (``status: "error"``)."""
+    ``error``: the run recorded that it could not ask the model (``status: "error"``); ``task_hint``: the task a
+    malformed line's text names (read by ``id_in_broken_line``), if any."""
 
     model: str
     shots: int
@@ -131,6 +147,7 @@ class ScoredLine:
     malformed: bool = False
     error: bool = False
     query_clip: str | None = None  # the query clip's audio path, when the line or the dataset tells
+    task_hint: str | None = None
 
 
 def _line_problem(text: str) -> str:
@@ -141,6 +158,8 @@ def _line_problem(text: str) -> str:
         return f"not valid JSON ({exc.msg}: column {exc.colno})"
     except RecursionError:
         return "JSON nested too deeply"
+    except ValueError as exc:  # a number past Python's 4,300-digit limit
+        return f"unreadable JSON ({json_limit_problem(exc)})"
     if end != len(text):
         return f"not one JSON value: extra data at column {end + 1}"
     return f"not a JSON object but {type(record).__name__}"
@@ -148,7 +167,7 @@ def _line_problem(text: str) -> str:
 
 def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
     """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed, error,
-    query_clip)``: the aggregation's hot loop, which needs no record per line."""
+    query_clip, task_hint)``: the aggregation's hot loop, which needs no record per line."""
     keys = options.keys
     response_key, gt_key, task_key, id_key = keys.response, keys.gt, keys.task, keys.id
     rules, fallback = rule_table(strict=options.strict)
@@ -156,13 +175,18 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
     # scan_once is what JSONDecoder.raw_decode calls; it raises StopIteration where nothing parses.
     scan = _DECODER.scan_once
     path = result.path
-    for number, raw in enumerate(read_result_lines(path), 1):
+    for number, raw in enumerate(read_result_lines_or_none(path), 1):
+        if raw is None:  # not UTF-8 text: one malformed line, in its place
+            if not options.skip_bad_lines:
+                raise AudioICLError("malformed result line: not UTF-8 text", file=str(path), line=number)
+            yield number, None, "", None, None, UNPARSED, True, False, None, None
+            continue
         text = raw.strip()
         if not text:
             continue
         try:
             record, end = scan(text, 0)
-        except (json.JSONDecodeError, StopIteration, RecursionError):
+        except (ValueError, StopIteration, RecursionError):  # ValueError: also a 4,300-digit number
             record = end = None
         if end != len(text) or type(record) is not dict:
             episode = id_in_broken_line(text, id_key)
@@ -173,7 +197,8 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
                     line=number,
                     id=episode,
                 )
-            yield number, episode, "", None, None, UNPARSED, True, False, None
+            hint = id_in_broken_line(text, task_key)
+            yield number, episode, "", None, None, UNPARSED, True, False, None, hint
             continue
         task = record.get(task_key, "")
         if type(task) is not str:
@@ -191,6 +216,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
             False,
             record.get("status") == "error",
             _query_clip(record, result.shots, episode, options),
+            None,
         )
 
 
@@ -200,7 +226,8 @@ def iter_scored_lines(result: ResultFile, options: ScoreOptions = ScoreOptions()
     A line without a response key is a null response: wrong, unparsed, in n (the original's rule). A
     malformed line (not JSON, not one object; a half-written last line is one too) raises
     ``AudioICLError`` naming file, line and id, unless ``options.skip_bad_lines``: then it is yielded as a
-    wrong, unparsed ``ScoredLine`` with ``malformed=True`` and stays in n under the empty task.
+    wrong, unparsed ``ScoredLine`` with ``malformed=True`` and the empty task (``score_files`` then counts it
+    in the task its id or text tells, or as an unreadable line).
     """
     model, shots, path = result.model, result.shots, result.path
     for judged in _judged_lines(result, options):
@@ -242,37 +269,49 @@ class SummaryRow:
 
 @dataclass
 class Scoring:
-    """What ``score_files`` found: summary rows in output order, malformed lines counted as wrong, and
-    (when asked) every scored line grouped by (model, shots) for the per-example files."""
+    """What ``score_files`` found: summary rows in output order, malformed lines skipped (counted as wrong in
+    their task, or ``unreadable``: in no row), (when asked) every scored line grouped by (model, shots) for
+    the per-example files, and the coverage of each (model, shots)."""
 
     rows: list[SummaryRow]
     malformed: int = 0
     examples: dict[tuple[str, int], list[ScoredLine]] = field(default_factory=dict)
     files: tuple[ResultFile, ...] = ()
+    coverage: list[CoverageRow] = field(default_factory=list)
+    unreadable: int = 0
 
 
 @dataclass
 class _FileCounts:
     """One file's tallies: task → [correct, n, unparsed, errors], task → query clip → [correct, n] (a None
-    clip: lines whose clip is unknown), malformed lines, and its lines when kept."""
+    clip: lines whose clip is unknown), task → the (string) ids of its lines, the malformed lines as (line,
+    id, task hint), not yet in any task, and its lines when kept."""
 
     per_task: dict[str, list[int]]
     per_clip: dict[str, dict[str | None, list[int]]]
-    malformed: int
+    ids: dict[str, set[str]]
+    bad: list[tuple[int, object, str | None]]
     lines: list[ScoredLine] | None
 
 
 def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) -> _FileCounts:
     per_task: dict[str, list[int]] = {}
     per_clip: dict[str, dict[str | None, list[int]]] = {}
-    malformed = 0
+    ids: dict[str, set[str]] = {}
+    bad: list[tuple[int, object, str | None]] = []
     lines: list[ScoredLine] | None = [] if keep_examples else None
     for judged in _judged_lines(result, options):
+        if lines is not None:
+            lines.append(ScoredLine(result.model, result.shots, result.path, *judged))
+        if judged[6]:
+            bad.append((judged[0], judged[1], judged[9]))
+            continue
         task, verdict = judged[2], judged[5]
         count = per_task.get(task)
         if count is None:
             count = per_task[task] = [0, 0, 0, 0]
             per_clip[task] = {}
+            ids[task] = set()
         count[0] += verdict.correct
         count[1] += 1
         count[2] += not verdict.parsed
@@ -282,10 +321,36 @@ def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) 
             clip = per_clip[task][judged[8]] = [0, 0]
         clip[0] += verdict.correct
         clip[1] += 1
-        malformed += judged[6]
-        if lines is not None:
-            lines.append(ScoredLine(result.model, result.shots, result.path, *judged))
-    return _FileCounts(per_task, per_clip, malformed, lines)
+        if type(judged[1]) is str:
+            ids[task].add(judged[1])
+    return _FileCounts(per_task, per_clip, ids, bad, lines)
+
+
+def _place_broken_lines(
+    result: ResultFile, tally: _FileCounts, options: ScoreOptions, expectations: Expectations
+) -> int:
+    """Count each malformed line of a file as a wrong, unparsed line of the task its id or text tells
+    (``coverage.task_of_broken_line``); the number of those whose task cannot be told (unreadable)."""
+    expected = expectations.get(result.model, result.shots)
+    good = {task: set(task_ids) for task, task_ids in tally.ids.items()}  # the well-formed lines' ids
+    kept = {line.line: line for line in tally.lines or () if line.malformed}
+    unreadable = 0
+    for number, episode, hint in tally.bad:
+        task = task_of_broken_line(episode, hint, expected, good)
+        if task is None:
+            unreadable += 1
+            continue
+        if number in kept:
+            kept[number].task = task
+        count = tally.per_task.setdefault(task, [0, 0, 0, 0])
+        count[1] += 1
+        count[2] += 1
+        known = options.query_clips is not None and isinstance(episode, str)
+        clip = options.query_clips.get((result.shots, episode)) if known else None
+        tally.per_clip.setdefault(task, {}).setdefault(clip, [0, 0])[1] += 1
+        if isinstance(episode, str):
+            tally.ids.setdefault(task, set()).add(episode)
+    return unreadable
 
 
 PARALLEL_MIN_BYTES = 8_000_000  # below this, starting worker processes costs more than it saves
@@ -305,18 +370,34 @@ def _count_files(files: list[ResultFile], options: ScoreOptions, keep_examples: 
 
 
 def score_files(
-    files: Iterable[ResultFile], options: ScoreOptions = ScoreOptions(), *, keep_examples: bool = False
+    files: Iterable[ResultFile],
+    options: ScoreOptions = ScoreOptions(),
+    *,
+    keep_examples: bool = False,
+    expectations: Expectations | None = None,
 ) -> Scoring:
-    """Score result files and aggregate per (model, shots, task); same model and k in several files add up."""
+    """Score result files and aggregate per (model, shots, task); same model and k in several files add up.
+    ``expectations``: what each (model, shots) should hold, for the coverage (default: from
+    ``options.data`` or the run records beside the files)."""
     files = list(files)
+    if expectations is None:
+        expectations = Expectations(files, options.data)
     counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed, errors]
     clips: dict[tuple[str, int, str], dict[str | None, list[int]]] = {}  # key → clip → [correct, n]
+    ids: dict[tuple[str, int], dict[str, set[str]]] = {}  # (model, shots) → task → ids
+    unreadable: dict[tuple[str, int], int] = {}
     examples: dict[tuple[str, int], list[ScoredLine]] = {}
     malformed = 0
     for result, tally in zip(files, _count_files(files, options, keep_examples), strict=True):
-        malformed += tally.malformed
+        cell = (result.model, result.shots)
+        malformed += len(tally.bad)
+        unreadable[cell] = unreadable.get(cell, 0)
+        if tally.bad:
+            unreadable[cell] += _place_broken_lines(result, tally, options, expectations)
         if tally.lines:
-            examples.setdefault((result.model, result.shots), []).extend(tally.lines)
+            examples.setdefault(cell, []).extend(tally.lines)
+        for task, task_ids in tally.ids.items():
+            ids.setdefault(cell, {}).setdefault(task, set()).update(task_ids)
         for task, tally_counts in tally.per_task.items():
             key = (result.model, result.shots, task)
             total = counts.setdefault(key, [0, 0, 0, 0])
@@ -342,7 +423,14 @@ def score_files(
                 cluster_bootstrap(list(clips[key].values()), key) if known else None,
             )
         )
-    return Scoring(rows, malformed, examples, tuple(files))
+    cells: dict[tuple[str, int], list[SummaryRow]] = {cell: [] for cell in sorted(unreadable)}
+    for row in rows:
+        cells[(row.model, row.shots)].append(row)
+    coverage = [
+        coverage_row(*cell, cell_rows, ids.get(cell, {}), unreadable[cell], expectations.get(*cell))
+        for cell, cell_rows in cells.items()
+    ]
+    return Scoring(rows, malformed, examples, tuple(files), coverage, sum(unreadable.values()))
 
 
 def detail_path(summary: Path) -> Path:
@@ -359,8 +447,10 @@ def score_folder(
     models: Iterable[str] | None = None,
     shots: Iterable[int] | None = None,
     keep_examples: bool = False,
+    coverage: Path | None = None,
 ) -> Scoring:
-    """Score every result file under ``root``; write the summary CSV to ``out`` and the detail CSV."""
+    """Score every result file under ``root``; write the summary CSV to ``out``, the detail CSV and the
+    coverage CSV (default: ``<out stem>_detail.csv`` and ``<out stem>_coverage.csv`` beside ``out``)."""
     files = find_result_files(root, models=models, shots=shots)
     if not files:
         wanted = " matching the model/shots filters" if models or shots else ""
@@ -370,6 +460,7 @@ def score_folder(
     scoring = score_files(files, options, keep_examples=keep_examples)
     write_summary(out, scoring.rows)
     write_detail(detail or detail_path(out), scoring.rows, strict=options.strict)
+    write_coverage(coverage or coverage_path(out), scoring.coverage)
     return scoring
 
 
@@ -379,8 +470,7 @@ def score_folder(
 def write_summary(path: Path, rows: Iterable[SummaryRow]) -> None:
     """The original's summary CSV: ``model,shots,task,accuracy,n``, csv defaults (CRLF), 6 decimals."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as handle:
+    with atomic_text(path) as handle:
         writer = csv.writer(handle)
         writer.writerow(SUMMARY_HEADER)
         writer.writerows((r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n) for r in rows)
@@ -391,9 +481,8 @@ def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False
     mode (``original``/``strict``), the number of distinct query clips and the 95% cluster-bootstrap interval
     over them (``unknown`` and empty when the lines do not tell their query clips)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     mode = "strict" if strict else "original"
-    with path.open("w", newline="", encoding="utf-8") as handle:
+    with atomic_text(path) as handle:
         writer = csv.writer(handle)
         writer.writerow(DETAIL_HEADER)
         for r in rows:
@@ -418,8 +507,7 @@ def write_per_example(folder: Path, scoring: Scoring, *, keep_text: bool = False
     written = []
     for (model, shots), lines in scoring.examples.items():
         path = per_example_path(folder, model, shots)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="", encoding="utf-8") as handle:
+        with atomic_text(path) as handle:
             writer = csv.writer(handle)
             writer.writerow(
                 ("id", "task", "correct", "gt", "pred") if keep_text else ("id", "task", "correct")
@@ -488,10 +576,15 @@ def read_summary(path: Path) -> list[SummaryRow]:
     return rows
 
 
-def format_table(rows: Iterable[SummaryRow]) -> str:
+def format_table(rows: Iterable[SummaryRow], coverage: Iterable[CoverageRow] | None = None) -> str:
     """A plain-text table: model, k, task, accuracy %, 95% interval, correct/n, unparsed, error lines (the
-    episodes of the cell the run could not ask: counted in n, as wrong)."""
-    header = ("model", "k", "task", "acc %", "95% CI", "correct/n", "unparsed", "errors")
+    episodes of the cell the run could not ask: counted in n, as wrong); with ``coverage``, also (after
+    correct/n) the task's episodes present of those selected (``9/10``; blank where the dataset is unknown or
+    the task is not in it)."""
+    header: tuple[str, ...] = ("model", "k", "task", "acc %", "95% CI", "correct/n", "unparsed", "errors")
+    per_task = {(c.model, c.shots): c.per_task for c in coverage or ()}
+    if coverage is not None:
+        header = (*header[:6], "episodes", *header[6:])
     body = []
     for r in rows:
         low, high = r.interval()
@@ -508,8 +601,11 @@ def format_table(rows: Iterable[SummaryRow]) -> str:
                 "" if r.errors is None else str(r.errors),
             )
         )
+        if coverage is not None:
+            have = per_task.get((r.model, r.shots), {}).get(r.task)
+            body[-1] = (*body[-1][:6], "" if have is None else f"{have[0]}/{have[1]}", *body[-1][6:])
     widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
-    right = {1, 3, 5, 6, 7}
+    right = {1, 3, 5, 6, 7, 8}
     lines = [
         "  ".join(
             cell.rjust(w) if i in right else cell.ljust(w)

@@ -15,6 +15,11 @@ Layout of the output folder ``DIR``:
 - ``DIR/.archives/<name>/``: the downloads, pooch's cache (a file that passed its checksum is not fetched
   again); ``<file>.part`` is a download in progress, which the next attempt, or the next run, continues with
   an HTTP range request. Removed once the corpus is complete, unless archives are kept.
+- ``DIR/.audioicl.lock``: held by the ``fetch-sources`` writing into ``DIR`` (``audioicl.files.folder_lock``);
+  a second one into the same folder is refused, naming the holder.
+
+Archives are unpacked only when every member is safe (``# unpacking``): a member with an absolute path, a
+path or link out of the folder, a device file or FIFO, or the sizes of an archive bomb is refused by name.
 
 A build from a folder inside ``DIR/<name>/`` finds ``corpus.json`` above it (``provenance``) and carries the
 licence and checksums into its dataset card and manifest. ``AUDIOICL_SOURCES_BASE_URL`` replaces the scheme
@@ -30,19 +35,20 @@ import logging
 import os
 import re
 import shutil
+import stat
 import tarfile
 import time
 import zipfile
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 from urllib.parse import urlsplit
 
 from tqdm import tqdm
 
 from audioicl import __version__
-from audioicl.errors import AudioICLError
-from audioicl.files import write_atomic
+from audioicl.errors import STORAGE_ERRNOS, AudioICLError, write_failed
+from audioicl.files import FOLDER_LOCK, check_output, write_atomic, writing
 
 from .banks import SOURCE_KINDS
 
@@ -440,14 +446,15 @@ def _download(pooch: Any, file: RemoteFile, archives: Path, retries: int, progre
         path=archives, base_url="", registry={file.name: file.checksum}, urls={file.name: url}
     )
     try:
-        path = Path(
-            store.fetch(
-                file.name,
-                downloader=RangeDownloader(
-                    part, file.name, retries, progress, checked=file.checksum is not None
-                ),
+        with writing(part, any_error=False):  # a full disk: one line naming the file (the bytes are kept)
+            path = Path(
+                store.fetch(
+                    file.name,
+                    downloader=RangeDownloader(
+                        part, file.name, retries, progress, checked=file.checksum is not None
+                    ),
+                )
             )
-        )
     except ValueError as exc:  # pooch: the checksum does not match (it deleted the download)
         raise AudioICLError(
             f"{_one_line(exc)} Nothing of it was unpacked; rerun to fetch it again", file=url
@@ -472,35 +479,225 @@ def _download(pooch: Any, file: RemoteFile, archives: Path, retries: int, progre
 
 
 # --------------------------------------------------------------------------------------------- unpacking
+#
+# An archive is checked member by member before anything of it is written, and refused with the member named
+# when a member is unsafe: an absolute path; a path or a link (symbolic or hard) leading out of the folder; a
+# device file, FIFO or socket; or sizes of an archive bomb: more unpacked bytes in all than UNPACK_FACTOR
+# times the archive's size (the registry's pinned size, else what arrived) or UNPACK_FLOOR_BYTES, whichever is
+# more; and, in a zip, a member of at least ZIP_RATIO_MIN_BYTES that would unpack to more than ZIP_MAX_RATIO
+# times its compressed size. Tar members go through the standard library's "data" extraction filter (which
+# also drops setuid bits and ownership; an equivalent check of our own where this Python lacks it); zip has no
+# filter, so its names, unix mode bits (``external_attr``) and sizes are checked here, and the bytes written
+# are counted against the sizes declared. The corpora are audio, which compresses little (about 1.1-2 times).
+
+UNPACK_FACTOR = 20
+UNPACK_FLOOR_BYTES = 64 << 20
+ZIP_MAX_RATIO = 100
+ZIP_RATIO_MIN_BYTES = 1 << 20
+_TAR_FILTERS = hasattr(tarfile, "data_filter")  # Python 3.11.4 and later
+_LINK_TARGET_MAX = 4096
 
 
-def _unzip(archive: Path, into: Path) -> None:
-    with zipfile.ZipFile(archive) as zipped:
-        for member in zipped.infolist():
-            if _MAC_JUNK.search(member.filename):
-                continue
-            path = PurePosixPath(member.filename)
-            if path.is_absolute() or ".." in path.parts:
-                raise AudioICLError(f"unsafe path {member.filename!r} in the archive", file=str(archive))
-            zipped.extract(member, into)
+class _Unsafe(Exception):
+    """A member refused: ``member`` its name, ``why`` the reason."""
+
+    def __init__(self, member: str, why: str):
+        super().__init__(member, why)
+        self.member, self.why = member, why
 
 
-def _untar(archive: Path, into: Path) -> None:
+def unpack_limit(file: RemoteFile, archive: Path) -> int:
+    """The most bytes ``archive`` may unpack to (see ``# unpacking``)."""
+    return max(UNPACK_FACTOR * (file.size or archive.stat().st_size), UNPACK_FLOOR_BYTES)
+
+
+def _absolute(name: str) -> bool:
+    return name.startswith(("/", "\\")) or bool(PureWindowsPath(name).drive)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder
+
+
+class _Total:
+    """Unpacked bytes so far, against the limit."""
+
+    def __init__(self, limit: int, archive_bytes: int):
+        self.limit, self.archive_bytes, self.bytes = limit, archive_bytes, 0
+
+    def add(self, member: str, size: int) -> None:
+        self.bytes += size
+        if self.bytes > self.limit:
+            raise _Unsafe(
+                member,
+                f"with it the archive unpacks to more than {self.limit:,} bytes, the bound for its "
+                f"{self.archive_bytes:,} ({UNPACK_FACTOR} times, at least {UNPACK_FLOOR_BYTES:,}): an "
+                "archive bomb?",
+            )
+
+
+_FILTER_WHY = {
+    "AbsolutePathError": "its path is absolute",
+    "OutsideDestinationError": "it would be written outside the folder",
+    "SpecialFileError": "it is a device file, FIFO or socket",
+    "AbsoluteLinkError": "it links to an absolute path",
+    "LinkOutsideDestinationError": "it links outside the folder",
+}
+
+
+def _filter_error(exc: tarfile.TarError) -> _Unsafe:
+    member = getattr(exc, "tarinfo", None)
+    why = _FILTER_WHY.get(type(exc).__name__, _one_line(exc))
+    if member is not None and (member.issym() or member.islnk()):
+        why += f" ({member.linkname!r})"
+    return _Unsafe(member.name if member is not None else "?", why)
+
+
+def _tar_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """The standard library's "data" filter, or the same checks where this Python lacks it (without its
+    changes of modes: ``extract(set_attrs=False)`` then keeps none)."""
+    if _TAR_FILTERS:
+        try:
+            return tarfile.data_filter(member, dest)
+        except tarfile.FilterError as exc:
+            raise _filter_error(exc) from None
+    dest = os.path.realpath(dest)
+    name = member.name.lstrip("/" + os.sep)
+    if not _inside(os.path.realpath(os.path.join(dest, name)), dest):
+        raise _Unsafe(member.name, _FILTER_WHY["OutsideDestinationError"])
+    if member.ischr() or member.isblk() or member.isfifo():
+        raise _Unsafe(member.name, _FILTER_WHY["SpecialFileError"])
+    if member.issym() or member.islnk():
+        if os.path.isabs(member.linkname):
+            raise _Unsafe(member.name, f"{_FILTER_WHY['AbsoluteLinkError']} ({member.linkname!r})")
+        start = os.path.join(dest, os.path.dirname(name)) if member.issym() else dest
+        if not _inside(os.path.realpath(os.path.join(start, member.linkname)), dest):
+            raise _Unsafe(member.name, f"{_FILTER_WHY['LinkOutsideDestinationError']} ({member.linkname!r})")
+    return member
+
+
+def _untar(archive: Path, into: Path, total: _Total) -> None:
+    dest = str(into.resolve())
     with tarfile.open(archive) as tar:
-        members = [m for m in tar.getmembers() if not _MAC_JUNK.search(m.name)]
-        tar.extractall(into, members=members, filter="data")  # refuses links and paths out of ``into``
+        members = []
+        for member in tar:  # one header at a time: a bomb's first huge member stops it here
+            if _MAC_JUNK.search(member.name):
+                continue
+            if _absolute(member.name):
+                raise _Unsafe(member.name, _FILTER_WHY["AbsolutePathError"])
+            _tar_filter(member, dest)
+            if member.isreg():
+                total.add(member.name, member.size)
+            members.append(member)
+        if _TAR_FILTERS:
+            try:
+                tar.extractall(dest, members=members, filter="data")  # checks again, against what is on disk
+            except tarfile.FilterError as exc:
+                raise _filter_error(exc) from None
+        else:
+            for member in members:
+                tar.extract(_tar_filter(member, dest), dest, set_attrs=False)
+
+
+def _zip_kind(member: zipfile.ZipInfo) -> str:
+    """What a zip member is: a file, a folder or a symlink, by the unix mode bits where the archiver stored
+    them; anything else (a device, FIFO, socket) is refused."""
+    kind = stat.S_IFMT(member.external_attr >> 16)
+    if kind == stat.S_IFLNK:
+        return "symlink"
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+        raise _Unsafe(member.filename, _FILTER_WHY["SpecialFileError"])
+    return "folder" if kind == stat.S_IFDIR or member.is_dir() else "file"
+
+
+def _link_target(zipped: zipfile.ZipFile, member: zipfile.ZipInfo) -> str:
+    """A symlink member's target (its content), refused when absolute or leading out of the folder."""
+    if member.file_size > _LINK_TARGET_MAX:
+        raise _Unsafe(member.filename, f"a symbolic link of {member.file_size:,} bytes")
+    link = zipped.read(member).decode("utf-8", "replace")
+    if _absolute(link):
+        raise _Unsafe(member.filename, f"{_FILTER_WHY['AbsoluteLinkError']} ({link!r})")
+    where = os.path.normpath(os.path.join(os.path.dirname(member.filename), link))
+    if where == ".." or where.startswith(("../", "..\\")):
+        raise _Unsafe(member.filename, f"{_FILTER_WHY['LinkOutsideDestinationError']} ({link!r})")
+    return link
+
+
+def _check_zip_member(zipped: zipfile.ZipFile, member: zipfile.ZipInfo, total: _Total) -> tuple[str, str]:
+    """The member's kind and, for a symlink, its target; an unsafe member is refused."""
+    name = member.filename
+    if _absolute(name):
+        raise _Unsafe(name, _FILTER_WHY["AbsolutePathError"])
+    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
+        raise _Unsafe(name, _FILTER_WHY["OutsideDestinationError"])
+    kind = _zip_kind(member)
+    big = member.file_size >= ZIP_RATIO_MIN_BYTES
+    if big and member.file_size > ZIP_MAX_RATIO * max(member.compress_size, 1):
+        raise _Unsafe(
+            name,
+            f"it would unpack {member.compress_size:,} bytes to {member.file_size:,} (more than "
+            f"{ZIP_MAX_RATIO} times): an archive bomb?",
+        )
+    total.add(name, member.file_size)
+    return kind, _link_target(zipped, member) if kind == "symlink" else ""
+
+
+def _copy_member(zipped: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path) -> None:
+    """The member's bytes into ``target``, refused if more come than it declares."""
+    written = 0
+    with zipped.open(member) as source, target.open("wb") as handle:
+        while chunk := source.read(CHUNK_BYTES):
+            written += len(chunk)
+            if written > member.file_size:
+                raise _Unsafe(
+                    member.filename, f"it unpacks to more than the {member.file_size:,} bytes it declares"
+                )
+            handle.write(chunk)
+
+
+def _unzip(archive: Path, into: Path, total: _Total) -> None:
+    dest = str(into.resolve())
+    with zipfile.ZipFile(archive) as zipped:
+        members = [m for m in zipped.infolist() if not _MAC_JUNK.search(m.filename)]
+        checked = [_check_zip_member(zipped, m, total) for m in members]  # all before anything is written
+        for member, (kind, link) in zip(members, checked, strict=True):
+            target = Path(dest, *PurePosixPath(member.filename).parts)
+            if not _inside(os.path.realpath(target), dest):  # through a link unpacked before it
+                raise _Unsafe(member.filename, _FILTER_WHY["OutsideDestinationError"])
+            if kind == "folder":
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if kind == "file":
+                _copy_member(zipped, member, target)
+                continue
+            if not _inside(os.path.realpath(target.parent / link), dest):  # through links unpacked before
+                raise _Unsafe(member.filename, f"{_FILTER_WHY['LinkOutsideDestinationError']} ({link!r})")
+            target.unlink(missing_ok=True)
+            os.symlink(link, target)
 
 
 def _unpack(file: RemoteFile, path: Path, into: Path) -> None:
+    """Unpack (or copy) the fetched ``file`` at ``path`` into ``into``; an unsafe member is refused with its
+    name (see ``# unpacking``), and what was written of the archive is left for the caller to remove."""
     into.mkdir(parents=True, exist_ok=True)
+    total = _Total(unpack_limit(file, path), file.size or path.stat().st_size)
     try:
         if file.unpack == "zip":
-            _unzip(path, into)
+            _unzip(path, into, total)
         elif file.unpack == "tar":
-            _untar(path, into)
+            _untar(path, into, total)
         else:
             shutil.copyfile(path, into / file.name)
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
+    except _Unsafe as exc:
+        raise AudioICLError(
+            f"unsafe member {exc.member!r} in {file.name}: {exc.why}; the archive was refused, nothing of it "
+            "unpacked",
+            file=str(path),
+        ) from None
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, KeyError) as exc:  # KeyError: a link
+        if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
+            raise write_failed(exc.filename or into, exc) from None
         raise AudioICLError(f"{file.name} cannot be unpacked: {_one_line(exc)}", file=str(path)) from None
 
 
@@ -525,13 +722,14 @@ class Fetched:
 def check_out(out: Path, corpora: tuple[Corpus, ...]) -> None:
     """``out`` is new, empty, or holds only what ``fetch-sources`` writes (complete corpora, downloads and
     unpacking in progress): never anything else, which a rerun could clobber."""
-    if out.exists() and not out.is_dir():
-        raise AudioICLError("--out exists and is not a folder", file=str(out))
+    check_output(out, "--out", folder=True)
     if not out.is_dir():
         return
     names = {c.info.name for c in corpora}
     for entry in sorted(out.iterdir()):
-        ours = entry.name == ARCHIVES or (entry.name.startswith(".") and entry.name.endswith(PARTIAL_SUFFIX))
+        ours = entry.name in (ARCHIVES, FOLDER_LOCK, f"{FOLDER_LOCK}.break") or (
+            entry.name.startswith(".") and entry.name.endswith(PARTIAL_SUFFIX)
+        )
         if ours:
             continue
         if (entry / CORPUS_RECORD).is_file():

@@ -64,3 +64,17 @@ def register(spec: TaskSpec) -> TaskSpec:
 def episode_id(spec: TaskSpec, index: int, episodes_per_task: int = EPISODES_PER_TASK) -> str:
     """``AudioICL00001``-style id of episode ``index`` (0-based) of a task, in the original numbering."""
     return f"AudioICL{spec.order * episodes_per_task + index + 1:05d}"
+
+
+EPISODE_ID = re.compile(r"AudioICL(\d{5})")
+
+
+def task_of_episode_id(episode_id: object, episodes_per_task: int = EPISODES_PER_TASK) -> str | None:
+    """The task whose id block (SPEC §1: AudioCount 1-300 ... AnomalyDetect 2401-2700) holds ``episode_id``;
+    None for an id outside the blocks or not of the form ``AudioICL00001``. Only the released numbering: a
+    build of fewer episodes per task numbers its ids in smaller blocks."""
+    match = EPISODE_ID.fullmatch(episode_id) if isinstance(episode_id, str) else None
+    if match is None or int(match[1]) < 1:
+        return None
+    order = (int(match[1]) - 1) // episodes_per_task
+    return next((name for name, spec in TASKS.items() if spec.order == order), None)

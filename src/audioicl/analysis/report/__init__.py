@@ -2,7 +2,9 @@
 
 Inputs are the summary CSV that scoring writes and, optionally, the results folder (for example episodes with
 their audio). Outputs in ``out``: ``accuracy_<task>.png`` per task, ``overview.png``, ``report.md`` and
-``report.html`` (no external resources: plots and clips are embedded as data URIs).
+``report.html`` (no external resources: plots and clips are embedded as data URIs). Each file is written
+atomically and ``report.html`` last, after an earlier ``report.html`` and ``report.md`` were removed: a report
+that fails half-way (a full disk) leaves no page that looks complete.
 """
 
 from __future__ import annotations
@@ -11,18 +13,27 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from audioicl.files import write_atomic
+from audioicl.files import write_atomic, writing
 from audioicl.tasks.chance import chance_level
 
 from .accuracy import FLOOR_MODEL, AccuracyGrid, load_grid
 from .examples import Example, read_scored, select_examples
 from .html import ExampleView, Page, TaskSection, render_page
-from .media import AudioBudget, embed_clips
-from .tables import FLOOR_NOTE, accuracy_table, describe_chance, describe_floor, html_table, markdown_table
+from .media import AudioBudget, embed_clips, megabytes
+from .tables import (
+    COVERAGE_NOTE,
+    FLOOR_NOTE,
+    accuracy_table,
+    coverage_notes,
+    describe_chance,
+    describe_floor,
+    html_table,
+    markdown_table,
+)
 
 __all__ = ["DEFAULT_AUDIO_BUDGET", "FLOOR_MODEL", "ReportFiles", "ReportOptions", "write_report"]
 
-DEFAULT_AUDIO_BUDGET = 24_000_000  # bytes of 16 kHz PCM16 WAV embedded in the page, over all tasks
+DEFAULT_AUDIO_BUDGET = 24_000_000  # bytes of 16 kHz 16-bit FLAC embedded in the page, over all tasks
 
 
 @dataclass(frozen=True)
@@ -43,7 +54,9 @@ class ReportFiles:
     html: Path
     overview: Path
     plots: dict[str, Path]  # task → PNG
-    audio_bytes: int  # WAV bytes embedded in the HTML (before base64)
+    audio_bytes: int  # encoded (FLAC) bytes of audio embedded in the HTML, before base64
+    audio_clips: int = 0  # distinct clips embedded
+    examples_left_out: int = 0  # examples whose audio did not fit in the budget
 
 
 def plot_name(task: str) -> str:
@@ -58,26 +71,69 @@ def markdown_report(grid: AccuracyGrid, scores: Path, plots: dict[str, Path], ov
     )
     floor_note = f"{FLOOR_NOTE}\n\n" if grid.floor else ""
     plot_links = "\n\n".join(f"![{task or '(no task)'}]({path.name})" for task, path in plots.items())
+    notes = coverage_notes(grid)
+    coverage = (
+        "## Coverage\n\n" + "".join(f"- {note}\n" for note in notes) + f"\n{COVERAGE_NOTE}\n\n"
+        if notes
+        else ""
+    )
     return (
         "# AudioICL-Bench report\n\n"
         f"Scores: `{scores}`. Accuracy with its {grid.interval_label}; rows are tasks, columns model × shots (k); "
-        "the last row is the unweighted mean of the task accuracies.\n\n"
+        "the last row is the unweighted mean of the task accuracies"
+        + (" (over the complete tasks only, marked when not complete)" if grid.coverage else "")
+        + ".\n\n"
         f"{markdown_table(accuracy_table(grid))}\n"
+        f"{coverage}"
         f"## Chance levels and the text-only floor\n\n{floor_note}{chance_notes}\n\n"
         f"## Plots\n\n![overview]({overview.name})\n\n{plot_links}\n"
     )
 
 
-def embed_examples(examples: list[Example], budget: AudioBudget) -> tuple[ExampleView, ...]:
-    return tuple(
-        ExampleView(
-            example,
-            None
-            if example.audio_paths is None
-            else embed_clips(example.data_root, example.audio_paths, budget),
-        )
-        for example in examples
+def embed_examples(
+    examples: dict[str, list[Example]], budget: AudioBudget
+) -> tuple[dict[str, tuple[ExampleView, ...]], dict[str, int]]:
+    """The examples whose clips all fit in the page's audio budget, and per task how many were left out.
+
+    Tasks take turns (every task's first example, then every task's second, ...), so a small budget still
+    shows every task that has examples before any task shows a second; an example that does not fit is left
+    out, and a later, smaller one of its task may still fit.
+    """
+    views: dict[str, list[ExampleView]] = {task: [] for task in examples}
+    left_out = dict.fromkeys(examples, 0)
+    for index in range(max(map(len, examples.values()), default=0)):
+        for task, chosen in examples.items():
+            if index >= len(chosen):
+                continue
+            example = chosen[index]
+            if example.audio_paths is None:
+                views[task].append(ExampleView(example, None))
+                continue
+            clips = embed_clips(example.data_root, example.audio_paths, budget)
+            if clips is None:
+                left_out[task] += 1
+            else:
+                views[task].append(ExampleView(example, clips))
+    return {task: tuple(shown) for task, shown in views.items()}, left_out
+
+
+def examples_note(options: ReportOptions, budget: AudioBudget, left_out: dict[str, int]) -> str:
+    note = (
+        f"Example episodes: up to {options.examples} per task at the highest k in {options.results}, "
+        "alternating episodes some model solved and episodes no model solved, in id order. "
+        "Clips are re-encoded to 16 kHz 16-bit FLAC (lossless) and embedded once each, however many examples "
+        f"use them: {budget.clips} clips, {megabytes(budget.used)} of audio"
     )
+    if budget.limit <= 0:
+        return note + " (none: --audio-budget-mb 0)."
+    note += f" of the {megabytes(budget.limit)} budget (--audio-budget-mb)."
+    if dropped := sum(left_out.values()):
+        tasks = ", ".join(f"{task or '(no task)'} {n}" for task, n in left_out.items() if n)
+        note += (
+            f" {dropped} example{'s' if dropped > 1 else ''} whose audio did not fit "
+            f"{'were' if dropped > 1 else 'was'} left out ({tasks}): raise --audio-budget-mb to see them."
+        )
+    return note
 
 
 def write_report(options: ReportOptions) -> ReportFiles:
@@ -85,7 +141,11 @@ def write_report(options: ReportOptions) -> ReportFiles:
     from .plots import overview_figure, task_figure
 
     grid = load_grid(options.scores, options.floor, options.interval)
-    options.out.mkdir(parents=True, exist_ok=True)
+    with writing(options.out):
+        options.out.mkdir(parents=True, exist_ok=True)
+        # report.html (written last) marks a whole report: an earlier one goes first (see the docstring)
+        for done in ("report.html", "report.md"):
+            (options.out / done).unlink(missing_ok=True)
 
     plots: dict[str, Path] = {}
     pngs: dict[str, bytes] = {}
@@ -104,26 +164,23 @@ def write_report(options: ReportOptions) -> ReportFiles:
     if with_examples:
         lines = read_scored(options.results)
         examples = select_examples(lines, options.examples, options.results, options.data)
-    share = options.audio_budget // max(1, sum(1 for task in grid.tasks if examples.get(task)))
-    budgets = {task: AudioBudget(share) for task in grid.tasks}
+    budget = AudioBudget(options.audio_budget)
+    views, left_out = embed_examples({task: examples.get(task, []) for task in grid.tasks}, budget)
     sections = tuple(
         TaskSection(
             task,
             pngs[task],
             chance_level(task),
-            embed_examples(examples.get(task, []), budgets[task]),
+            views[task],
             describe_floor(grid, task),
+            left_out[task],
         )
         for task in grid.tasks
     )
     if not with_examples:
         note = "No example episodes: pass --results DIR (and --examples N > 0) to show some."
     else:
-        note = (
-            f"Example episodes: up to {options.examples} per task at the highest k in {options.results}, "
-            "alternating episodes some model solved and episodes no model solved, in id order. "
-            f"Clips are re-encoded to 16 kHz 16-bit WAV; each task embeds at most {share / 1e6:.1f} MB of audio."
-        )
+        note = examples_note(options, budget, left_out)
     page = Page(
         str(options.scores),
         grid.models,
@@ -133,7 +190,10 @@ def write_report(options: ReportOptions) -> ReportFiles:
         note,
         FLOOR_NOTE if grid.floor else "",
         grid.interval_label,
+        coverage_notes=tuple(coverage_notes(grid)),
     )
     html_path = options.out / "report.html"
     write_atomic(html_path, render_page(page, with_examples))
-    return ReportFiles(markdown, html_path, overview, plots, sum(b.used for b in budgets.values()))
+    return ReportFiles(
+        markdown, html_path, overview, plots, budget.used, budget.clips, sum(left_out.values())
+    )

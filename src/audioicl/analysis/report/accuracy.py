@@ -1,14 +1,17 @@
 """The numbers a report shows: accuracy per (model, shots, task) with Wilson (or cluster) intervals, chance
 levels, and the text-only floor (the results of ``builtin:text-only``, model ``text-only``: what the prompt's
-text alone scores), which the report draws apart from the models."""
+text alone scores), which the report draws apart from the models. With the coverage CSV beside the summary
+(``scoring.coverage``), the mean over tasks of a model at a k is over its complete tasks only and carries its
+coverage (complete, subset, incomplete, unchecked); a summary without one is read as before."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from audioicl.errors import AudioICLError
+from audioicl.scoring.coverage import COMPLETE, CoverageRow, coverage_path, read_coverage
 from audioicl.scoring.score import SummaryRow, detail_path, read_summary
 from audioicl.tasks.chance import order_tasks
 
@@ -26,22 +29,33 @@ INTERVALS = {
 class Cell:
     """One summary row: accuracy over ``n`` results and its 95% interval (``AccuracyGrid.interval``);
     ``errors``: how many of the n are error lines (episodes the run could not ask, counted as wrong), None
-    when the scores do not say."""
+    when the scores do not say; ``partial``: (present, selected) episodes when the coverage says some of the
+    task's episodes have no line."""
 
     accuracy: float
     n: int
     low: float
     high: float
     errors: int | None = None
+    partial: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
 class MeanCell:
-    """Unweighted mean of the task accuracies one model has at one k, over ``tasks`` of ``of`` tasks."""
+    """Unweighted mean of the task accuracies one model has at one k, over ``tasks`` of ``of`` tasks.
+    ``status``: the coverage's (``complete``, ``subset``, ``incomplete``, ``unchecked``; None without a
+    coverage CSV), ``selection``: the runs' selection of a subset."""
 
     accuracy: float
     tasks: int
     of: int
+    status: str | None = None
+    selection: str = ""
+
+    @property
+    def complete(self) -> bool:
+        """Over every task of the dataset, every episode present (unknown without coverage: True)."""
+        return self.status in (None, COMPLETE)
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,7 @@ class AccuracyGrid:
     cells: Mapping[tuple[str, int, str], Cell]
     floor: str | None = None  # the model whose results are the text-only floor, when the summary has it
     interval: str = "wilson"  # which of INTERVALS the cells hold
+    coverage: Mapping[tuple[str, int], CoverageRow] = field(default_factory=dict)  # (model, k) → its coverage
 
     @property
     def interval_label(self) -> str:
@@ -66,10 +81,20 @@ class AccuracyGrid:
         return self.cells.get((model, shots, task))
 
     def mean(self, model: str, shots: int) -> MeanCell | None:
-        values = [c.accuracy for t in self.tasks if (c := self.cell(model, shots, t)) is not None]
+        """Over the tasks present, or, with coverage, over the complete tasks only (of the dataset's)."""
+        coverage = self.coverage.get((model, shots))
+        over = self.tasks if coverage is None or coverage.mean_over is None else coverage.mean_over
+        values = [c.accuracy for t in over if (c := self.cell(model, shots, t)) is not None]
         if not values:
             return None
-        return MeanCell(sum(values) / len(values), len(values), len(self.tasks))
+        if coverage is None:
+            return MeanCell(sum(values) / len(values), len(values), len(self.tasks))
+        of = coverage.tasks_expected if coverage.tasks_expected is not None else len(values)
+        return MeanCell(sum(values) / len(values), len(values), of, coverage.status, coverage.selection)
+
+    def short(self) -> list[CoverageRow]:
+        """The coverage of every (model, k) that is not complete, in model and k order."""
+        return [c for key, c in sorted(self.coverage.items()) if not c.complete]
 
 
 def _read(path: Path) -> list[SummaryRow]:
@@ -95,7 +120,9 @@ def load_grid(path: Path, floor: str = FLOOR_MODEL, interval: str = "wilson") ->
     if detail is not None and detail[0] != path:
         known = {(r.model, r.shots, r.task): r for r in detail[1]}
         rows = [_with_detail(row, known.get((row.model, row.shots, row.task))) for row in rows]
-    return grid_from_rows(rows, str(path), floor, interval)
+    beside = coverage_path(path)
+    coverage = read_coverage(beside) if beside.is_file() else ()
+    return grid_from_rows(rows, str(path), floor, interval, coverage)
 
 
 def _detail_rows(path: Path, rows: list[SummaryRow]) -> tuple[Path, list[SummaryRow]] | None:
@@ -132,8 +159,14 @@ def _check_clusters(path: Path, detail: tuple[Path, list[SummaryRow]] | None) ->
 
 
 def grid_from_rows(
-    rows: list[SummaryRow], source: str, floor: str = FLOOR_MODEL, interval: str = "wilson"
+    rows: list[SummaryRow],
+    source: str,
+    floor: str = FLOOR_MODEL,
+    interval: str = "wilson",
+    coverage: Iterable[CoverageRow] = (),
 ) -> AccuracyGrid:
+    covered = {(c.model, c.shots): c for c in coverage}
+    partial = {(c.model, c.shots, t): (have, of) for c in covered.values() for t, have, of in c.partial_tasks}
     if not rows:
         raise AudioICLError("summary has a header but no rows", file=source, line=2)
     cells: dict[tuple[str, int, str], Cell] = {}
@@ -160,7 +193,7 @@ def grid_from_rows(
             low, high = min(wilson[0], row.cluster_interval[0]), max(wilson[1], row.cluster_interval[1])
         else:
             low, high = row.interval()
-        cells[key] = Cell(row.accuracy, row.n, low, high, row.errors)
+        cells[key] = Cell(row.accuracy, row.n, low, high, row.errors, partial.get(key))
     models = tuple(sorted({row.model for row in rows}))
     return AccuracyGrid(
         models=models,
@@ -169,4 +202,5 @@ def grid_from_rows(
         cells=cells,
         floor=floor if floor in models else None,
         interval=interval,
+        coverage=covered,
     )

@@ -1,5 +1,8 @@
 """Accuracy-vs-shots figures as PNG bytes: one per task, and an overview grid with the mean over tasks.
 
+A point the coverage marks (a task cell with episodes missing, a mean over tasks that is not complete) is
+drawn hollow, and the panel's title says what hollow means.
+
 Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas, so no pyplot state or display is used.
 """
 
@@ -54,22 +57,45 @@ def _draw_task(ax: Axes, grid: AccuracyGrid, task: str, colors: dict[str, str]) 
         ]
         ax.errorbar(xs, ys, yerr=errors, color=colors[model], marker="o", capsize=3, label=model)
         ax.fill_between(xs, lows, highs, color=colors[model], alpha=0.12, linewidth=0)
+        partial = [(x, y) for x, y, (_, c) in zip(xs, ys, points, strict=True) if c.partial is not None]
+        if partial:
+            _hollow(ax, partial, colors[model])
     if grid.floor is not None:
         points = [(k, c.accuracy) for k in grid.shots if (c := grid.cell(grid.floor, k, task)) is not None]
         if points:
             ax.plot(*zip(*points, strict=True), **FLOOR_STYLE, label=FLOOR_LABEL)
 
 
-def _draw_mean(ax: Axes, grid: AccuracyGrid, colors: dict[str, str]) -> None:
+def _hollow(ax: Axes, points: list[tuple[float, float]], color: str) -> None:
+    ax.plot(
+        *zip(*points, strict=True),
+        linestyle="none",
+        marker="o",
+        markerfacecolor="white",
+        markeredgecolor=color,
+        zorder=4,
+    )
+
+
+def _draw_mean(ax: Axes, grid: AccuracyGrid, colors: dict[str, str]) -> bool:
+    """The mean over tasks per model (over complete tasks, with coverage); True if some point is hollow (a
+    mean that is not complete)."""
+    marked = False
     for index, model in enumerate(grid.lines):
         offset = dodge(index, len(grid.lines))
-        points = [(k + offset, m.accuracy) for k in grid.shots if (m := grid.mean(model, k)) is not None]
+        means = [(k + offset, m) for k in grid.shots if (m := grid.mean(model, k)) is not None]
+        points = [(x, m.accuracy) for x, m in means]
         if points:
             ax.plot(*zip(*points, strict=True), color=colors[model], marker="o", label=model)
+        short = [(x, m.accuracy) for x, m in means if not m.complete]
+        if short:
+            _hollow(ax, short, colors[model])
+            marked = True
     if grid.floor is not None:
         points = [(k, m.accuracy) for k in grid.shots if (m := grid.mean(grid.floor, k)) is not None]
         if points:
             ax.plot(*zip(*points, strict=True), **FLOOR_STYLE, label=FLOOR_LABEL)
+    return marked
 
 
 def _draw_chance(ax: Axes, chance: Chance) -> None:
@@ -106,7 +132,9 @@ def task_figure(grid: AccuracyGrid, task: str) -> bytes:
     ax.set_ylabel(f"accuracy ({grid.interval_label})")
     ax.legend(loc="best", fontsize="small")
     floor = "; dotted: text-only floor (the prompt without its audio)" if grid.floor else ""
-    fig.supxlabel(f"dashed: chance level ({chance.note}){floor}", fontsize="x-small", color="0.35")
+    partial = any(c.partial for (_, _, t), c in grid.cells.items() if t == task)
+    hollow = "; hollow: episodes missing (partial)" if partial else ""
+    fig.supxlabel(f"dashed: chance level ({chance.note}){floor}{hollow}", fontsize="x-small", color="0.35")
     return _png(fig)
 
 
@@ -120,11 +148,12 @@ def overview_figure(grid: AccuracyGrid) -> bytes:
     colors = model_colors(grid.models)
     for ax, panel in zip(axes, panels, strict=False):
         if panel == MEAN_PANEL:
-            _draw_mean(ax, grid, colors)
+            marked = _draw_mean(ax, grid, colors)
             _draw_chance(ax, mean_chance(grid.tasks))
-        else:
-            _draw_task(ax, grid, panel, colors)
-            _draw_chance(ax, chance_level(panel))
+            _style(ax, grid, f"{panel}\n(hollow: not complete)" if marked else panel)
+            continue
+        _draw_task(ax, grid, panel, colors)
+        _draw_chance(ax, chance_level(panel))
         _style(ax, grid, panel)
     for ax in axes[len(panels) :]:
         ax.set_visible(False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
+from audioicl.scoring.coverage import INCOMPLETE, SUBSET, UNCHECKED, describe_gaps
 from audioicl.tasks.chance import Chance, chance_level, mean_chance
 
 from .accuracy import AccuracyGrid, Cell, MeanCell
@@ -72,6 +73,9 @@ def format_cell(cell: Cell | None) -> TableCell:
     if cell is None:
         return TableCell("–")
     text = f"{percent(cell.accuracy)} [{100 * cell.low:.1f}, {100 * cell.high:.1f}]"
+    if cell.partial is not None:
+        have, of = cell.partial
+        text += f" (partial: {have} of {of} episodes)"
     if cell.errors:
         text += f" ({cell.errors} of {cell.n} errors)"
         return TableCell(
@@ -81,11 +85,37 @@ def format_cell(cell: Cell | None) -> TableCell:
 
 
 def format_mean(mean: MeanCell | None) -> TableCell:
+    """The mean with its coverage: plain only when complete (or, without a coverage CSV, over every task)."""
     if mean is None:
         return TableCell("–")
+    value = percent(mean.accuracy)
+    if mean.status == SUBSET:
+        over = f"{mean.tasks} of {mean.of} tasks, " if mean.tasks < mean.of else ""
+        return TableCell(
+            f"{value} ({over}subset)", f"subset: {mean.selection or 'fewer episodes than the dataset'}"
+        )
+    if mean.status == INCOMPLETE:
+        return TableCell(
+            f"{value} ({mean.tasks} of {mean.of} tasks: incomplete)",
+            "over the complete tasks only: episodes the run selected have no line",
+        )
+    if mean.status == UNCHECKED:
+        return TableCell(f"{value} ({mean.tasks} tasks, coverage unchecked)", "the dataset is unknown")
     if mean.tasks < mean.of:
-        return TableCell(f"{percent(mean.accuracy)} ({mean.tasks}/{mean.of} tasks)")
-    return TableCell(percent(mean.accuracy))
+        return TableCell(f"{value} ({mean.tasks}/{mean.of} tasks)")
+    return TableCell(value)
+
+
+def coverage_notes(grid: AccuracyGrid) -> list[str]:
+    """``model k=K: what keeps it from complete`` for every (model, k) of the coverage CSV that is not."""
+    return [f"{c.model} k={c.shots}: " + "; ".join(describe_gaps(c)) for c in grid.short()]
+
+
+COVERAGE_NOTE = (
+    "A mean over tasks is over the complete tasks only (every episode the runs selected has a line) and says "
+    "so when it is not over every task of the dataset; a subset run (--limit, --shard, --tasks) is not the "
+    "benchmark's number."
+)
 
 
 def accuracy_table(grid: AccuracyGrid) -> Table:

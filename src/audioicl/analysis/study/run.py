@@ -15,8 +15,9 @@ from pathlib import Path
 from audioicl.backends import load_backend
 from audioicl.dataset.meta import find_meta_files
 from audioicl.errors import AudioICLError
+from audioicl.files import check_output
 from audioicl.inference.options import RunOptions
-from audioicl.inference.runner import RunSummary, run
+from audioicl.inference.runner import RunSummary, preflight, run
 from audioicl.scoring.score import Scoring, score_folder
 
 from .conditions import CONDITION_NAMES, FLOOR_SPEC, Condition, condition
@@ -86,6 +87,7 @@ def run_study(options: StudyOptions, say: Callable[[str], None] = print) -> Stud
     ``OUT/study.md`` and ``OUT/study.html``."""
     from .report import StudyReportOptions, write_study_report  # matplotlib only for a report
 
+    check_output(options.out, "--out", folder=True)
     chosen = [condition(name) for name in dict.fromkeys(options.conditions)]
     available = [k for k in find_meta_files(options.run.data) if k > 0]
     plans = [(c, _shots(options, c, available)) for c in chosen]
@@ -93,6 +95,8 @@ def run_study(options: StudyOptions, say: Callable[[str], None] = print) -> Stud
     if not plans:
         raise AudioICLError("no condition has a k to run (see --k and --conditions)")
     shared = options.run
+    for c, ks in plans:  # every condition's run checked before the model loads (each checks again, saying so)
+        preflight(run_options(options, c, ks), lambda _message: None, model="none")
     backend = load_backend(shared.model, seed=shared.seed, **shared.backend_options)
     runs: dict[str, RunSummary] = {}
     try:
@@ -106,7 +110,15 @@ def run_study(options: StudyOptions, say: Callable[[str], None] = print) -> Stud
     plain = next((ks for c, ks in plans if c.name == "plain"), None)
     if options.floor and plain and shared.model != FLOOR_SPEC:
         say(f"[floor] {FLOOR_SPEC}: k = {', '.join(map(str, plain))}")
-        floor = RunOptions(shared.data, FLOOR_SPEC, options.results, plain, shared.tasks, limit=shared.limit)
+        floor = RunOptions(
+            shared.data,
+            FLOOR_SPEC,
+            options.results,
+            plain,
+            shared.tasks,
+            limit=shared.limit,
+            allow_missing_audio=shared.allow_missing_audio,
+        )
         for k_summary in run(floor, say).ks:
             say(f"  {k_summary.line()}")
     summary = options.out / "scores" / "summary.csv"

@@ -1,0 +1,309 @@
+"""Faults a user meets, on real ``audioicl`` subprocesses: a disk that fills up mid-command (a file-size limit,
+``RLIMIT_FSIZE`` with SIGXFSZ ignored, so that writes fail with EFBIG as on a full disk) and the signals a
+scheduler or a user sends (SIGTERM, SIGINT, a second one). Each ends in one line and the exit status the README
+gives, leaves no half-written line, no lock and no folder that looks complete, and the same command run again
+completes, losing and duplicating nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+import cli
+import pytest
+from helpers import read_jsonl
+
+from audioicl import read_meta
+from audioicl.inference.results import iter_results
+
+audioicl = partial(cli.audioicl, timeout=300)
+SMALL_BUILD = [
+    "--tasks",
+    "AudioCount,MorseCode,AnomalyDetect",
+    "--episodes",
+    "2",
+    "--k",
+    "1-2",
+    "--seed",
+    "5",
+]
+TOO_LARGE = r"File too large \(errno 27\); free space and run the same command again"
+
+
+def limited(max_bytes: int):
+    """A ``preexec_fn``: files of the child may not grow past ``max_bytes``; SIGXFSZ ignored, so that a write
+    past the limit fails with EFBIG instead of killing the process."""
+
+    def preexec() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+
+    return preexec
+
+
+def audioicl_limited(max_bytes: int, *args: object) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        cli.command(*args), preexec_fn=limited(max_bytes), capture_output=True, text=True, timeout=300
+    )
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Lock and temporary files under ``folder``."""
+    return sorted(p.name for p in folder.rglob("*") if p.name.endswith((".lock", ".tmp", ".break")))
+
+
+def without_timing(lines: list[dict]) -> list[dict]:
+    return [{k: v for k, v in line.items() if k != "seconds"} for line in lines]
+
+
+def results_of(folder: Path) -> dict[str, list[dict]]:
+    """Each results file's lines by id (a resumed run may write an episode's k lines in another order)."""
+    return {
+        p.name: sorted(without_timing(read_jsonl(p)), key=lambda line: line["id"])
+        for p in sorted(folder.glob("*_results_k*.jsonl"))
+    }
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# --------------------------------------------------------------------------- a full disk
+
+
+def test_a_run_that_fills_the_disk_stops_in_one_line_at_a_whole_line_and_resumes(tiny_dataset, tmp_path):
+    out = tmp_path / "out"
+    args = ["run", "--data", tiny_dataset, "--model", "builtin:random", "--out", out, "--window", 1]
+    full = audioicl_limited(
+        8000, *args
+    )  # the run record fits; the results files (12 lines of ~1.5 kB) do not
+    assert full.returncode == 1, full.stderr
+    line = one_line(full.stderr)
+    assert re.fullmatch(
+        rf"audioicl run: error: cannot write {re.escape(str(out))}/random_results_k\d\.jsonl: {TOO_LARGE}: "
+        "it resumes",
+        line,
+    ), line
+    assert leftovers(out) == []
+    kept = 0
+    for path in sorted(out.glob("*_results_k*.jsonl")):
+        data = path.read_bytes()
+        assert not data or data.endswith(b"\n"), f"{path} ends in a half-written line"
+        kept += len(list(iter_results(path)))  # every line whole
+    assert 0 < kept < 36
+    (entry,) = json.loads((out / "random_run.json").read_text())["runs"]
+    assert entry["timing"]["outcome"] == "stopped" and "File too large" in entry["timing"]["stopped_by"]
+
+    again = audioicl(*args)
+    assert again.returncode == 0, again.stderr
+    assert "cut a half-written" not in again.stderr
+    fresh = tmp_path / "fresh"
+    assert audioicl(*args[:-4], "--out", fresh).returncode == 0
+    for k in (1, 2, 3):  # every episode once
+        ids = [line["id"] for line in read_jsonl(out / f"random_results_k{k}.jsonl")]
+        assert sorted(ids) == sorted(ep.id for ep in read_meta(tiny_dataset / "meta" / f"meta_k{k}.jsonl"))
+    assert results_of(out) == results_of(fresh)  # and as an uninterrupted run has it
+
+
+def test_a_build_that_fills_the_disk_leaves_no_manifest_and_resumes_byte_identical(tmp_path):
+    root = tmp_path / "bench"
+    full = audioicl_limited(100_000, "build", "--out", root, "--quiet", *SMALL_BUILD)  # some clips are larger
+    assert full.returncode == 1, full.stderr
+    line = one_line(full.stderr)
+    assert re.fullmatch(
+        rf"audioicl build: error: cannot write {re.escape(str(root))}/data/\S+\.wav: {TOO_LARGE}: it resumes",
+        line,
+    ), line
+    assert not (root / "manifest.json").exists()
+    assert leftovers(root) == []
+
+    assert audioicl("build", "--out", root, "--quiet", *SMALL_BUILD).returncode == 0
+    fresh = tmp_path / "fresh"
+    assert audioicl("build", "--out", fresh, "--quiet", *SMALL_BUILD).returncode == 0
+    assert tree(root) == tree(fresh)
+
+
+def test_score_and_report_that_fill_the_disk_say_so_in_one_line(tiny_dataset, tmp_path):
+    results = tmp_path / "results"
+    assert (
+        audioicl("run", "--data", tiny_dataset, "--model", "builtin:random", "--out", results).returncode == 0
+    )
+    summary = tmp_path / "scores" / "summary.csv"
+
+    full = audioicl_limited(1000, "score", "--in", results, "--out", summary)  # the detail CSV is larger
+    assert full.returncode == 1, full.stderr
+    line = one_line(full.stderr)
+    assert re.fullmatch(rf"audioicl score: error: cannot write \S+\.csv: {TOO_LARGE}", line), line
+    assert leftovers(tmp_path / "scores") == []
+    assert audioicl("score", "--in", results, "--out", summary).returncode == 0
+
+    report = tmp_path / "report"
+    assert audioicl("report", "--scores", summary, "--results", results, "--out", report).returncode == 0
+    assert (report / "report.html").stat().st_size > 100_000
+    full = audioicl_limited(100_000, "report", "--scores", summary, "--results", results, "--out", report)
+    assert full.returncode == 1, full.stderr
+    line = one_line(full.stderr)
+    assert re.fullmatch(
+        rf"audioicl report: error: cannot write {re.escape(str(report))}/\S+: {TOO_LARGE}", line
+    )
+    assert not (report / "report.html").exists()  # the earlier page is gone: nothing looks complete
+    assert leftovers(report) == []
+
+
+# --------------------------------------------------------------------------- signals
+
+
+class _SlowAfter:
+    """The chat server's latency: the first ``fast`` distinct requests at once, then every other one slow
+    (``slow_s``), until ``calm()``; a request keeps the latency it was first given."""
+
+    def __init__(self, fast: int, slow_s: float):
+        self.fast, self.slow_s = fast, slow_s
+        self.seen: set[str] = set()
+        self.slow: set[str] = set()
+        self.calm_now = False
+        self._lock = threading.Lock()
+
+    def __call__(self, digest: str) -> float:
+        with self._lock:
+            if self.calm_now:
+                return 0.0
+            if digest not in self.seen:
+                if len(self.seen) >= self.fast and len(self.seen) % 2 == 1:
+                    self.slow.add(digest)
+                self.seen.add(digest)
+            return self.slow_s if digest in self.slow else 0.0
+
+    def calm(self) -> None:
+        with self._lock:
+            self.calm_now = True
+
+
+def _lines_in(out: Path) -> int:
+    return sum(p.read_bytes().count(b"\n") for p in out.glob("*_results_k*.jsonl"))
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_mid_window_keeps_the_answered_prompts_releases_the_locks_and_resumes(
+    tiny_dataset, tmp_path, signum, status
+):
+    """The openai backend against a server that answers half of the second window's requests at once and the
+    other half after a minute: the signal stops the run within seconds, with the first window and the answered
+    half of the second written; the rerun asks only the rest."""
+    pytest.importorskip("httpx")
+    from chat_server import ChatServer, messages_digest
+
+    latency = _SlowAfter(fast=6, slow_s=60.0)
+    server = ChatServer(latency=latency).start()
+    out = tmp_path / "out"
+    # a window of 4 runs on to the end of the episode it cuts: 2 episodes x 3 k = 6 requests, all at once
+    args = [
+        "run", "--data", tiny_dataset, "--model", "openai:m", "--base-url", server.url, "--out", out,
+        "--window", 4, "-o", "concurrency=8", "-o", "timeout=120",
+    ]  # fmt: skip
+    try:
+        proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while _lines_in(out) < 6 or len(server.log) < 12:  # the first window written, the second asked
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(0.5)  # its fast half answered; its slow half in flight for a minute
+            sent = time.monotonic()
+            proc.send_signal(signum)
+            _, stderr = proc.communicate(timeout=30)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == status, stderr
+        assert took < 10, f"the stop took {took:.1f} s"
+        name = signal.Signals(signum).name
+        assert one_line(stderr) == (
+            f"audioicl run: stopped by {name} after 9 of 36 prompts; run the same command again to resume"
+        )
+        assert _lines_in(out) == 9 and leftovers(out) == []
+        for path in out.glob("*_results_k*.jsonl"):
+            assert {line.data["status"] for line in iter_results(path)} == {"ok"}
+        (entry,) = json.loads((out / "m_run.json").read_text())["runs"]
+        assert entry["timing"]["outcome"] == "interrupted" and entry["timing"]["signal"] == name
+
+        latency.calm()
+        asked = len(server.log)
+        again = audioicl(*args)
+        assert again.returncode == 0, again.stderr
+        assert "took over" not in again.stderr
+    finally:
+        server.stop()
+    for k in (1, 2, 3):
+        got = read_jsonl(out / f"m_results_k{k}.jsonl")
+        assert len(got) == len({x["id"] for x in got}) == 12
+    answered_first = {e.digest for e in server.log[:asked]} - latency.slow
+    assert len(answered_first) == 9 and len(latency.slow) == 3
+    again_asked = {messages_digest(e.body["messages"]) for e in server.log[asked:]}
+    assert len(again_asked) == 36 - 9 and not again_asked & answered_first  # only what had no line
+
+
+def test_a_second_signal_stops_at_once_and_the_rerun_completes(fresh_dataset, tmp_path):
+    """The run waits on an audio file (a FIFO nobody writes) so that it cannot reach a safe point: the first
+    SIGTERM is noted, the second ends the process at once, as SIGKILL would; the rerun completes."""
+    dataset = fresh_dataset
+    episodes = read_meta(dataset / "meta" / "meta_k1.jsonl")
+    blocked = dataset / episodes[9].query.target.audio_path
+    real = blocked.read_bytes()
+    blocked.unlink()
+    os.mkfifo(blocked)
+    out = tmp_path / "out"
+    args = [
+        "run",
+        "--data",
+        dataset,
+        "--model",
+        "builtin:random",
+        "--out",
+        out,
+        "--window",
+        1,
+        "--order",
+        "k",
+    ]
+    proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while _lines_in(out) < 9:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        assert proc.poll() is None  # noted: it stops at the next safe point, which it cannot reach
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == -signal.SIGTERM
+    assert "second SIGTERM: stopping at once" in stderr and "Traceback" not in stderr
+    blocked.unlink()
+    blocked.write_bytes(real)
+    again = audioicl(*args)
+    assert again.returncode == 0, again.stderr
+    assert leftovers(out) == []
+    for k in (1, 2):
+        ids = [line["id"] for line in read_jsonl(out / f"random_results_k{k}.jsonl")]
+        assert ids == [ep.id for ep in read_meta(dataset / "meta" / f"meta_k{k}.jsonl")]
