@@ -42,6 +42,7 @@ from chat_server import ChatServer  # noqa: E402
 from audioicl.dataset.meta import find_meta_files, read_meta  # noqa: E402
 
 MODEL = "load"
+NOT_JSON = "malformed response (not JSON)"  # the error line of a bad_json answer (never retried)
 
 
 # --------------------------------------------------------------------------- the faults
@@ -312,6 +313,7 @@ def main() -> None:
     never_answered = len(digests) - len(answers)
     drew_bad_json = len({entry.digest for entry in log if entry.action == "bad_json"})
     errors = sum(checked.errors.values())
+    not_json = checked.errors[NOT_JSON]
     given = set(checked.responses)
 
     problems = []
@@ -319,7 +321,11 @@ def main() -> None:
         problems.append("lines do not match the episodes")
     if not given <= answered or any(n > 1 for n in checked.responses.values()):
         problems.append(f"{len(given - answered)} ok answers the server did not give, or given twice")
-    if not never_answered <= errors <= drew_bad_json:
+    # the only fault that must end in an error line is invalid JSON (a retryable one would have to
+    # be drawn max_retries + 1 times in a row); every prompt the server never answered has one
+    if errors != not_json:
+        problems.append(f"{errors - not_json} error lines for a fault that is retried")
+    if not never_answered <= errors or not_json > drew_bad_json:
         problems.append("error lines do not match the prompts never answered and the invalid JSON drawn")
     if "Traceback" in stderr:
         problems.append("a traceback on stderr")
@@ -347,8 +353,8 @@ def main() -> None:
             "yes" if given <= answered and len(given) == checked.ok else "no",
         ),
         (
-            "never answered <= error lines <= drew invalid JSON",
-            f"{never_answered} <= {errors} <= {drew_bad_json}",
+            "prompts never answered <= error lines; invalid-JSON lines <= prompts that drew it",
+            f"{never_answered} <= {errors}; {not_json} <= {drew_bad_json}",
         ),
         ("exit status (1: error lines)", str(returncode)),
         ("wall s (run subprocess)", f"{wall:.1f}"),
@@ -362,7 +368,7 @@ def main() -> None:
                 f"RSS MB at {share:.0%} of the lines",
                 f"{mb(sample.rss)} ({sample.lines:,} lines, {sample.requests:,} requests, {sample.seconds:.0f} s)"
                 if sample
-                else "-",
+                else "- (the last window's lines came after the last sample)",
             )
         )
     print(f"\n{len(samples)} RSS samples every {args.sample_s:g} s; window {window}, build {build_s:.1f} s")

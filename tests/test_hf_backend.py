@@ -305,6 +305,38 @@ def test_out_of_memory_halves_the_batch_down_to_one(tiny_checkpoints, tiny_datas
     assert all(r.text is None and "out of memory on the smallest batch" in r.error for r in failed)
 
 
+@pytest.mark.parametrize(("reuse", "method"), [("off", "_generate_batch"), ("prefix", "_generate_rows")])
+def test_stop_returns_the_batches_answered_before_it(
+    tiny_checkpoints, tiny_dataset, monkeypatch, reuse, method
+):
+    """``stop()`` (a signal, through the runner) ends the call after the batch in hand: ``GenerationStopped``
+    holds that batch's answers, the same as an unstopped call's; later calls stop at once."""
+    from audioicl.backends.base import GenerationStopped
+
+    backend = load_backend(
+        ModelSpec("hf", str(tiny_checkpoints["qwen2-audio"])), dtype="fp32", device="cpu", reuse=reuse
+    )
+    requests = requests_for(tiny_dataset, k=1, family=backend.family)[:5]
+    config = GenerationConfig(max_new_tokens=4, batch_size=2)
+    expected = [r.text for r in backend.generate(requests, config)]
+    real = getattr(backend, method)
+
+    def then_a_signal(*args):
+        answers = real(*args)
+        backend.stop()
+        return answers
+
+    monkeypatch.setattr(backend, method, then_a_signal)
+    with pytest.raises(GenerationStopped) as info:
+        backend.generate(requests, config)
+    answered = info.value.answered
+    assert 0 < len(answered) < len(requests)
+    assert {i: r.text for i, r in answered.items()} == {i: expected[i] for i in answered}
+    with pytest.raises(GenerationStopped) as again:
+        backend.generate(requests, config)
+    assert again.value.answered == {}
+
+
 def test_a_prompt_the_processor_refuses_fails_alone(backends, tiny_dataset):
     backend = backends["qwen2-audio"]
     good = requests_for(tiny_dataset, k=1, family=backend.family)[:2]

@@ -109,3 +109,57 @@ def test_export_keeps_the_card_and_refuses_what_it_should(fresh_dataset, tmp_pat
     assert "inside the dataset root" in inside.stderr
     missing = audioicl("export", fresh_dataset, "--out", tmp_path / "other", "--k", "4", rc=2)
     assert "no meta file for k=4" in missing.stderr
+
+
+def test_run_on_an_export_gives_the_same_audio_and_scores(tmp_path):
+    root, export = tmp_path / "bench", tmp_path / "export"
+    tasks = "AudioCount,AudioRemap,MorseCode,AnomalyDetect"
+    audioicl(
+        "build", "--out", root, "--episodes", 2, "--k", "1,2", "--tasks", tasks, "--quiet", "--workers", 1
+    )
+    audioicl("export", root, "--out", export, rc=0)
+
+    summaries = {}
+    for name, data in (("root", root), ("export", export)):
+        out = tmp_path / f"results-{name}"
+        audioicl("run", "--model", "builtin:icl", "--data", data, "--out", out, rc=0)
+        summaries[name] = tmp_path / f"summary-{name}.csv"
+        audioicl("score", "--in", out, "--out", summaries[name], rc=0)
+    assert summaries["export"].read_bytes() == summaries["root"].read_bytes()
+
+    folder = export / ".audioicl-dataset"
+    assert (folder / ".complete").is_file()
+    run_record = json.loads((tmp_path / "results-export" / "icl_run.json").read_text())
+    assert run_record["data"] == str(folder.resolve())
+    assert run_record["dataset_source"]["repo"] == str(export.resolve())
+    # every meta file byte for byte, every clip (and the Morse bank) with the original file's bytes
+    originals = find_meta_files(root)
+    assert sorted(find_meta_files(folder)) == sorted(originals)
+    for meta in originals.values():
+        assert (folder / meta.relative_to(root)).read_bytes() == meta.read_bytes()
+        for episode in read_meta(meta):
+            for clip in episode.clips():
+                assert (folder / clip.audio_path).read_bytes() == (root / clip.audio_path).read_bytes()
+    for path in morse_bank_paths():
+        assert (folder / path).read_bytes() == (root / path).read_bytes()
+
+    # reused while complete: a second run does not rewrite it
+    stamp = (folder / ".complete").stat().st_mtime_ns
+    audioicl("run", "--model", "builtin:icl", "--data", export, "--out", tmp_path / "again", rc=0)
+    assert (folder / ".complete").stat().st_mtime_ns == stamp
+
+
+def test_an_export_row_that_leaves_the_folder_is_refused(tiny_dataset, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    export = tmp_path / "export"
+    audioicl("export", tiny_dataset, "--out", export, "--k", "1", rc=0)
+    (parquet,) = (export / "k1").iterdir()
+    table = pq.read_table(parquet).to_pylist()
+    table[0]["audio"][0]["path"] = "../outside.wav"
+    pq.write_table(pa.Table.from_pylist(table, schema=pq.read_schema(parquet)), parquet)
+    proc = audioicl("run", "--model", "builtin:icl", "--data", export, "--out", tmp_path / "out", rc=2)
+    assert "leaves the dataset root" in proc.stderr
+    assert not (tmp_path / "outside.wav").exists()
+    assert not (export / ".audioicl-dataset").exists()

@@ -24,7 +24,9 @@ at most ``max_backoff``), or what a ``Retry-After`` header asks (at most 10 minu
 cannot be made (refused, unknown host, connect timeout) is retried at most ``CONNECT_RETRIES`` (2) times,
 and once one request of a call has given up on it the others give up at their first such failure; when
 no request of a call reached the server the call raises ``BackendUnreachable`` and the runner stops,
-writing nothing for it (a rerun resumes there). A
+writing nothing for it (a rerun resumes there). Once the server has answered a request of the call it is
+there, only busy (a full listen backlog times connections out): a connection that cannot be made is then
+retried like a 500, up to ``max_retries`` times. A
 request that still fails, another 4xx, or a response that is not a chat completion (malformed JSON, no
 choices, no text) is an error response for that request: its episode gets an error line that
 ``--retry-errors`` asks again. 401, 403 and 404 (bad key, unknown model or URL) fail the whole call:
@@ -330,6 +332,7 @@ class OpenAIBackend:
         self._stop = threading.Event()
         self._halted = False  # stop() was called: calls return what they have (set in a signal handler)
         self._unreachable = threading.Event()  # a request of this call gave up: no connection could be made
+        self._reached = threading.Event()  # the server answered a request of this call: it is there
         self.attempts = 0  # HTTP requests sent, retries included
 
     @property
@@ -348,6 +351,7 @@ class OpenAIBackend:
         self.attempts += 1
         try:
             answer = self._client.post(self.url, json=body)
+            self._reached.set()
         except httpx.ConnectTimeout as exc:
             return None, f"connection failed: {_transport_problem(exc)}", None, True
         except httpx.TimeoutException as exc:
@@ -388,6 +392,7 @@ class OpenAIBackend:
             response, problem, asked, unconnected = self._post(body)
             if response is not None:
                 return response, False
+            unconnected = unconnected and not self._reached.is_set()  # else busy: retried like a 500
             failed_to_connect = failed_to_connect + 1 if unconnected else 0
             if unconnected and (failed_to_connect >= connect_attempts or self._unreachable.is_set()):
                 self._unreachable.set()  # the others give up at their next failed connection
@@ -434,6 +439,7 @@ class OpenAIBackend:
             raise GenerationStopped({})
         self._stop.clear()
         self._unreachable.clear()
+        self._reached.clear()
         futures = [self._pool.submit(self._ask, request, config) for request in requests]
         pending = set(futures)
         while pending:  # in steps, so that a stop is seen mid-call

@@ -16,6 +16,7 @@ from audioicl.errors import AudioICLError
 from audioicl.inference.options import RUN_ORDERS, RunOptions, Shard
 from audioicl.inference.runner import run
 from audioicl.inference.stopping import on_signals
+from audioicl.integrations.export import is_export, materialize_export
 from audioicl.prompts.chat import LAYOUTS
 from audioicl.prompts.clips import MORSE_BANK_MODES, PAD_MODES
 from audioicl.prompts.controls import CONTROLS
@@ -60,12 +61,20 @@ def _add(sub, exit_on_error: bool = True):
             "An episode that fails (unreadable or, with --allow-missing-audio, missing audio, clip too long "
             "for the backend) gets an error line; error lines are kept and a rerun reports them and exits 1, unless "
             "--retry-errors removes them first so their episodes run again. Exits 1 when any selected "
-            "episode ends in an error line. "
+            "episode ends in an error line, or when a write fails (a full disk: one line naming the file; the "
+            "results file is cut back to its last whole line). SIGTERM or SIGINT stops the run after the "
+            "prompts in hand are written, releasing its locks (exit 143 / 130); a second signal stops it at "
+            "once. Either way the same command resumes. "
             "Options not given fall back to --config FILE, then to the defaults."
         ),
         exit_on_error=exit_on_error,
     )
-    p.add_argument("--data", type=Path, help="dataset root (holding meta/ and data/); required")
+    p.add_argument(
+        "--data",
+        type=Path,
+        help="dataset root (holding meta/ and data/), or an 'audioicl export' folder (holding export.json), "
+        "materialised once into EXPORT/.audioicl-dataset/ and run from there; required",
+    )
     add_model(p)
     p.add_argument(
         "--out",
@@ -225,6 +234,8 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     missing = [f"--{key}" for key in REQUIRED if values.get(key) is None]
     if missing:
         raise AudioICLError(f"{', '.join(missing)} required (on the command line or in --config)")
+    if is_export(values["data"]):  # an `audioicl export` folder: run on the dataset folder it materialises
+        values["data"] = materialize_export(values["data"])
     return run_options(values)
 
 

@@ -24,6 +24,10 @@ partial dataset such as the release), the output folder (writable, outside the d
 An episode whose audio cannot be read (missing, with ``allow_missing_audio``), or has a clip longer than the
 backend accepts, gets a line with ``status: "error"`` and the reason; it is never skipped. Error lines stay in
 the log (a rerun reports them) unless ``retry_errors`` removes them first so that their episodes run again.
+
+A write the system refuses (a full disk) stops the run with ``WriteFailed``, the results file cut back to its
+last whole line; a signal (``stopping``) stops it after the window in hand, raising ``Stopped``. Either way the
+logs are closed, the run record gets the outcome and the locks are released; the same command resumes.
 """
 
 from __future__ import annotations

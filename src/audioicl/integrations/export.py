@@ -20,12 +20,17 @@ A row (features in ``episode_features``):
 Audio is stored as the files' bytes, so decoding a row's clip gives the samples ``audioicl run`` reads from
 the file. A clip used by several episodes is stored in each of their rows (Parquet's compression does not
 remove WAV duplicates): the export of k = 1..5 is about 2.5 times the dataset's size.
+
+``materialize_export(EXPORT)`` turns an export back into a dataset folder, ``EXPORT/.audioicl-dataset/``, for
+``audioicl run --data EXPORT``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +41,7 @@ from typing import Any
 import yaml
 
 from audioicl import __version__
+from audioicl.dataset.download import SOURCE_FILE
 from audioicl.dataset.manifest import read_fingerprint
 from audioicl.dataset.meta import dumps_episode, find_meta_files, iter_meta, resolve_audio_path
 from audioicl.errors import AudioICLError
@@ -243,3 +249,105 @@ def export_dataset(
     write_atomic(out / EXPORT_RECORD, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     summary.bytes = sum(path.stat().st_size for path in summary.files)
     return summary
+
+
+# --------------------------------------------------------------------------- an export back into a dataset folder
+
+DATASET_CACHE = (
+    ".audioicl-dataset"  # EXPORT/.audioicl-dataset/: the dataset folder an export materialises into
+)
+COMPLETE_MARKER = ".complete"  # written last, holding the sha256 of the export.json it was made from
+
+
+def is_export(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a folder ``export_dataset`` wrote (it holds ``export.json``)."""
+    return (Path(path) / EXPORT_RECORD).is_file()
+
+
+def _read_export_record(export: Path) -> tuple[dict[str, Any], str]:
+    raw = (export / EXPORT_RECORD).read_bytes()
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise AudioICLError(f"malformed export record: {exc}", file=str(export / EXPORT_RECORD)) from None
+    if not isinstance(record, dict) or record.get("format") != EXPORT_FORMAT:
+        raise AudioICLError(
+            f"not an export of format {EXPORT_FORMAT} (format {record.get('format') if isinstance(record, dict) else None!r})",
+            file=str(export / EXPORT_RECORD),
+        )
+    if not isinstance(record.get("meta_files"), dict) or not record["meta_files"]:
+        raise AudioICLError("export record names no meta file", file=str(export / EXPORT_RECORD))
+    return record, hashlib.sha256(raw).hexdigest()
+
+
+def _parquet_rows(folder: Path, columns: Sequence[str]) -> Any:
+    """The rows (as dicts of ``columns``) of ``folder``'s Parquet files, one file's at a time, in order."""
+    import pyarrow.parquet as pq
+
+    files = sorted(folder.glob(f"{SPLIT}-*.parquet"))
+    if not files:
+        raise AudioICLError(f"no {SPLIT}-*.parquet file in the export's {folder.name}", file=str(folder))
+    for path in files:
+        yield from pq.read_table(str(path), columns=list(columns)).to_pylist()
+
+
+def _write_clip(root: Path, audio_path: str, data: bytes, written: dict[str, bytes]) -> None:
+    """Write a clip once at its meta path (refused, by ``resolve_audio_path``'s rules, if it leaves ``root``);
+    a clip stored in several rows must hold the same bytes in each."""
+    if audio_path in written:
+        if written[audio_path] != data:
+            raise AudioICLError(f"the export holds two different clips for {audio_path}")
+        return
+    path = resolve_audio_path(root, audio_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    written[audio_path] = data
+
+
+def materialize_export(export: str | os.PathLike) -> Path:
+    """The dataset folder of the export at ``export``: ``EXPORT/.audioicl-dataset/``, made once (reused while
+    its marker names this ``export.json``). It holds each meta file byte for byte from the rows' ``episode``
+    lines, each clip's bytes at its meta path, the Morse bank, the card as ``README.md``, and ``download.json``
+    naming the export (its folder as ``repo``, the sha256 of its ``export.json`` as ``commit``), so the run
+    record's ``dataset_source`` says where the data came from."""
+    export = Path(export).resolve()
+    record, digest = _read_export_record(export)
+    target = export / DATASET_CACHE
+    marker = target / COMPLETE_MARKER
+    if marker.is_file() and marker.read_text(encoding="utf-8").strip() == digest:
+        return target
+    partial_folder = export / f"{DATASET_CACHE}.partial-{os.getpid()}"
+    shutil.rmtree(partial_folder, ignore_errors=True)
+    partial_folder.mkdir()
+    try:
+        written: dict[str, bytes] = {}
+        for config, meta_path in record["meta_files"].items():
+            if not isinstance(meta_path, str) or not re.fullmatch(r"k\d+", str(config)):
+                raise AudioICLError(
+                    f"bad meta file entry {config!r}: {meta_path!r}", file=str(export / EXPORT_RECORD)
+                )
+            lines = []
+            for row in _parquet_rows(export / str(config), ("episode", "audio")):
+                lines.append(row["episode"] + "\n")
+                for clip in row["audio"]:
+                    _write_clip(partial_folder, clip["path"], clip["bytes"], written)
+            meta = resolve_audio_path(partial_folder, meta_path)
+            meta.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(meta, "".join(lines))
+        if (export / MORSE_BANK_CONFIG).is_dir():
+            for row in _parquet_rows(export / MORSE_BANK_CONFIG, ("audio",)):
+                _write_clip(partial_folder, row["audio"]["path"], row["audio"]["bytes"], written)
+        if (export / "README.md").is_file():
+            shutil.copyfile(export / "README.md", partial_folder / "README.md")
+        source = {"repo": str(export), "commit": digest, "export": record, "complete": True}
+        write_atomic(partial_folder / SOURCE_FILE, json.dumps(source, indent=2, ensure_ascii=False) + "\n")
+        write_atomic(partial_folder / COMPLETE_MARKER, digest + "\n", durable=True)
+        shutil.rmtree(target, ignore_errors=True)  # an incomplete one, or one of an earlier export.json
+        try:
+            partial_folder.rename(target)
+        except OSError:  # another run made it meanwhile
+            if not (marker.is_file() and marker.read_text(encoding="utf-8").strip() == digest):
+                raise
+    finally:
+        shutil.rmtree(partial_folder, ignore_errors=True)
+    return target
