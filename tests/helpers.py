@@ -8,6 +8,8 @@ calls directly lives here.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -94,3 +96,32 @@ def write_run_record(
     record = {"data": str(data), "model_name": model, "shard": shard, "runs": runs}
     path.write_text(json.dumps(record), encoding="utf-8")
     return path
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def chromium_dom(page: Path, profile: Path, *extra: str, budget_ms: int = 30000, timeout: int = 300) -> str:
+    """The DOM of ``page`` after load, once headless Chromium has run ``budget_ms`` of virtual time (load,
+    error and timer handlers included)."""
+    return subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+            f"--virtual-time-budget={budget_ms}",
+            *extra,
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    ).stdout

@@ -19,7 +19,6 @@ import csv
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import CHROMIUM, chromium_dom
 
 from audioicl.analysis.report import ReportOptions, write_report
 from audioicl.audio import write_wav
@@ -37,7 +37,6 @@ from audioicl.audio import write_wav
 API_KEY = "sk-audioicl-PLANTED-key-7d41c9e2b5"
 HUB_TOKEN = "hf_audioiclPLANTEDtoken93b1f0c7"
 HANG_GUARD_S = 240  # only stops a hung command; nothing is timed
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def audioicl(*args: object, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -178,29 +177,6 @@ def test_report_html_shows_hostile_text_as_text(tmp_path):
     assert TASK in shown and MODEL in shown
 
 
-def chromium_dom(page: Path, profile: Path) -> str:
-    return subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={profile}",
-            "--virtual-time-budget=3000",  # let load, error and timer handlers run before the dump
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=True,
-    ).stdout
-
-
 def html_element(dom: str) -> str:
     match = re.search(r"<html[^>]*>", dom)
     assert match, dom[:500]
@@ -215,11 +191,13 @@ def test_report_runs_no_payload_in_chromium(tmp_path):
     control.write_text(
         f"<!DOCTYPE html><html><body><img src=x onerror=\"{MARK}='control'\"></body></html>", encoding="utf-8"
     )
-    assert 'data-xss="control"' in html_element(chromium_dom(control, tmp_path / "profile-control"))
+    assert 'data-xss="control"' in html_element(
+        chromium_dom(control, tmp_path / "profile-control", budget_ms=3000, timeout=180)
+    )
 
     scores, results, data = write_hostile_run(tmp_path)
     files = write_report(ReportOptions(scores=scores, out=tmp_path / "report", results=results, data=data))
-    dom = chromium_dom(files.html, tmp_path / "profile")
+    dom = chromium_dom(files.html, tmp_path / "profile", budget_ms=3000, timeout=180)
     assert "data-xss" not in html_element(dom)
     assert "AudioICL-Bench report" in dom and "&lt;script&gt;" in dom  # the payload shown, as text
     assert "AudioICL00001" in dom

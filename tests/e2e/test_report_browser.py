@@ -9,8 +9,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
-import subprocess
 from functools import partial
 from html.parser import HTMLParser
 from pathlib import Path
@@ -18,11 +16,11 @@ from pathlib import Path
 import cli
 import numpy as np
 import pytest
+from helpers import CHROMIUM, chromium_dom
 from matplotlib.image import imread
 
 from audioicl.audio import write_wav
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CLIPS = ("data/audiolength/easy/3_0.wav", "data/audiolength/easy/5_0.wav")
 
 
@@ -48,38 +46,13 @@ addEventListener("load", () => {
 </script>"""
 
 
-def chromium(page: Path, profile: Path, *extra: str) -> str:
-    """The DOM of ``page`` after load (and after the virtual time headless Chromium is given)."""
-    return subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={profile}",
-            "--virtual-time-budget=30000",
-            *extra,
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
-
-
 def player_states(page: Path, tmp_path: Path) -> list[list]:
     """What the browser says of every ``<audio>`` of ``page``: [title, readyState, duration, error, has src]."""
     probed = tmp_path / f"probed-{page.stem}.html"
     probed.write_text(
         page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8"
     )
-    dom = chromium(probed, tmp_path / "probe-profile")
+    dom = chromium_dom(probed, tmp_path / "probe-profile")
     found = re.search(r'<pre id="audio-check">(.*?)</pre>', dom, re.S)
     assert found, "the probe did not report: " + dom[-500:]
     return json.loads(html.unescape(found.group(1)))
@@ -148,7 +121,7 @@ def test_report_page_renders_in_chromium(tmp_path):
     assert done.returncode == 0, done.stderr
     page = out / "report.html"
     shot = tmp_path / "shot.png"
-    dom = chromium(page, tmp_path / "chromium-profile", f"--screenshot={shot}", "--window-size=1280,2000")
+    dom = chromium_dom(page, tmp_path / "chromium-profile", f"--screenshot={shot}", "--window-size=1280,2000")
     pixels = imread(shot)
     assert pixels.shape[:2] == (2000, 1280)
     rgb = pixels[..., :3].reshape(-1, 3)
