@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from audioicl.backends.rendering import FAMILIES, load_processor, prefix_key, render_chat
+from audioicl.backends.families import FAMILIES
+from audioicl.backends.rendering import load_processor, prefix_key, render_chat
 from audioicl.dataset.meta import find_meta_files, read_meta
 from audioicl.inference.runner import Work, order_work
 from audioicl.prompts.build import build_prompt
@@ -104,7 +105,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=300)
     parser.add_argument("--window", type=int, default=32)
     args = parser.parse_args()
-    family = FAMILIES[0]
+    family = FAMILIES.get("qwen2-audio")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "bench"
         build = ["build", "--out", str(root), "--episodes", str(args.episodes), "--quiet"]

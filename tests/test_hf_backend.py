@@ -22,7 +22,8 @@ from audioicl import AudioICLError, RunOptions, read_meta, run  # noqa: E402
 from audioicl.audio import SAMPLE_RATE, write_wav  # noqa: E402
 from audioicl.backends import ModelSpec, load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
-from audioicl.backends.rendering import FAMILIES, family_of, render_chat  # noqa: E402
+from audioicl.backends.families import FAMILIES, family_of  # noqa: E402
+from audioicl.backends.rendering import render_chat  # noqa: E402
 from audioicl.prompts.build import build_prompt  # noqa: E402
 from audioicl.prompts.chat import AudioPart  # noqa: E402
 from audioicl.prompts.clips import ClipStore  # noqa: E402
@@ -59,7 +60,7 @@ def noise(seconds: float, seed: int = 0) -> AudioPart:
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_loads_the_text_model_of_each_family(backends, family):
     backend = backends[family]
-    expected = next(f for f in FAMILIES if f.name == family)
+    expected = FAMILIES.get(family)
     assert type(backend.model).__name__ == expected.model_class
     assert backend.family == expected.system_family
     assert backend.info["transformers"] and backend.info["torch"]

@@ -1,15 +1,17 @@
 """The ``hf`` backend: audio-language models through Hugging Face transformers (``--model hf:DIR_OR_ID``).
 
 Loads a checkpoint folder (or a hub id, which transformers resolves where there is network) with the class
-its ``model_type`` needs (SPEC §6): ``Qwen2AudioForConditionalGeneration``; for Qwen2.5-Omni and
-Qwen3-Omni the *Thinker* class, which makes text and needs no speaker file, also from a full Omni checkpoint
-(its config's ``thinker_config``, weights under ``thinker.``); any other model with an audio processor
-through the Auto classes where one takes its config.
+its family names (``backends.families``; SPEC §6): ``Qwen2AudioForConditionalGeneration``; for Qwen2.5-Omni
+and Qwen3-Omni the *Thinker* class, which makes text and needs no speaker file, also from a full Omni
+checkpoint (its config's ``thinker_config``, weights under ``thinker.``); for a family without a class, the
+config's ``architectures``, then the Auto classes where one takes its config.
 
-Each request's chat is rendered by ``rendering.render_chat`` (the family's placeholders and the model's own
-chat template), the clips go to the processor at its sampling rate, and the processor's expansion of the
-placeholders is checked against the clips; a prompt that does not fit the language model's context
-(``max_position_embeddings``) with the new tokens gets an error response. A window of requests is sorted
+Each request's chat is rendered by ``rendering.render_chat`` (the model's own chat template). The three Qwen
+families (``inline``) take the fast path: each distinct clip through the processor once (a feature cache),
+the processor's expansion of the placeholders checked against the clips, and the reuse path below. Every
+other family (``parts``) gets exactly what its own processor makes of a micro-batch (``processed``). A prompt
+that does not fit the language model's context (``max_position_embeddings``) with the new tokens gets an error
+response. A window of requests is sorted
 by length (audio, then text) and run in micro-batches of ``GenerationConfig.batch_size`` with left padding;
 responses come back in request order. Greedy by default, plain argmax on every path: the checkpoint's own
 generation settings (a repetition penalty, top-p, ...) are set aside and recorded in the backend info. A
@@ -55,13 +57,14 @@ from .base import (
     refuse_unknown_options,
     register_backend,
 )
+from .families import FAMILIES, AudioFamily, family_of
+from .processed import PlaceholderMismatch, Rendered, forward_names, model_inputs
 from .rendering import (
-    FAMILIES,
-    AudioFamily,
+    audio_extractor,
     clip_window_seconds,
     config_sha256,
     decode_answer,
-    family_of,
+    end_of_turn_token,
     generic_family,
     load_processor,
     render_chat,
@@ -184,8 +187,14 @@ class Loaded:
 
 
 def _model_class(model_type: str, family: AudioFamily | None, config: Any) -> Any:
-    if family is not None:
-        return getattr(transformers, family.model_class)
+    """The family's class, else the first of the config's ``architectures`` transformers has, else the Auto
+    class that takes the config."""
+    names = [family.model_class] if family is not None and family.model_class else []
+    names += list(getattr(config, "architectures", None) or [])
+    for name in names:
+        found = getattr(transformers, name, None)
+        if found is not None:
+            return found
     for auto_name in GENERIC_AUTO_CLASSES:
         auto = getattr(transformers, auto_name, None)
         if auto is not None and type(config) in auto._model_mapping:
@@ -198,7 +207,7 @@ def _model_class(model_type: str, family: AudioFamily | None, config: Any) -> An
 
 
 def _known_types() -> list[str]:
-    return [t for f in FAMILIES for t in f.model_types]
+    return [t for _, f in FAMILIES.items() for t in f.model_types]
 
 
 def load_checkpoint(name: str, settings: HFSettings, device: torch.device) -> Loaded:
@@ -214,7 +223,7 @@ def load_checkpoint(name: str, settings: HFSettings, device: torch.device) -> Lo
     cls = _model_class(model_type, known, config)
     load_kwargs: dict[str, Any] = {
         "dtype": settings.torch_dtype(device),
-        "attn_implementation": settings.attn,
+        "attn_implementation": family.attn or settings.attn,
         "trust_remote_code": settings.trust_remote_code,
         "device_map": {"": str(device)},
     }
@@ -235,10 +244,6 @@ def load_checkpoint(name: str, settings: HFSettings, device: torch.device) -> Lo
 
 
 # --------------------------------------------------------------------------- the backend
-
-
-class PlaceholderMismatch(AudioICLError):
-    """The processor did not turn a clip into features and audio tokens."""
 
 
 @dataclass(frozen=True)
@@ -358,12 +363,18 @@ class HFBackend:
     audio_cache_mb: int = 4096  # audio embeddings of the reuse path, on the model's device
 
     def __post_init__(self) -> None:
-        self.sampling_rate = int(self.processor.feature_extractor.sampling_rate)
-        self.max_clip_seconds = clip_window_seconds(self.processor)
+        self.extractor = audio_extractor(self.processor)
+        self.sampling_rate = int(self.extractor.sampling_rate)
+        self.max_clip_seconds = clip_window_seconds(self.processor, self.model_family)
+        self.processed = self.model_family.rendering == "parts"  # the family's own processor per micro-batch
+        self.forward_names = forward_names(self.model, self.model_family) if self.processed else frozenset()
         text_config = self.model.config.get_text_config()
         self.context_tokens: int | None = getattr(text_config, "max_position_embeddings", None)
         tokenizer = self.processor.tokenizer
-        self.audio_token_id = tokenizer.convert_tokens_to_ids(self.model_family.audio_token)
+        audio_token = self.model_family.audio_token or getattr(self.processor, "audio_token", None)
+        self.audio_token_id: int | None = (
+            tokenizer.convert_tokens_to_ids(audio_token) if isinstance(audio_token, str) else None
+        )
         self.pad_token_id = (
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         )
@@ -385,7 +396,7 @@ class HFBackend:
             self.parts = PARTS[self.model_family.name](self.model, self.encoder)
         self.embeddings = EmbeddingCache(self.audio_cache_mb * 2**20)
         self._halted = False  # stop() was called: generate returns after the batch in hand
-        window = getattr(self.processor.feature_extractor, "n_samples", None)
+        window = getattr(self.extractor, "n_samples", None)
         reads_valid = self.model_family.encoder_reads_valid_frames or (
             self.parts is not None and self.encoder == "valid"
         )
@@ -411,7 +422,8 @@ class HFBackend:
 
     def _stop_ids(self) -> list[int]:
         configured = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
-        return stop_token_ids(self.processor.tokenizer, configured)
+        end_of_turn = end_of_turn_token(self.processor, self.model_family)
+        return stop_token_ids(self.processor.tokenizer, configured, end_of_turn)
 
     # ----------------------------------------------------------------- requests → prompts
 
@@ -500,9 +512,12 @@ class HFBackend:
             out += [token * clip.tokens, piece]
         return "".join(out)
 
-    def _inputs(self, batch: Sequence[_Prepared]) -> dict[str, torch.Tensor]:
-        """Model inputs for a micro-batch: tokens left-padded, every clip's features as one row padded with
-        zeros to the longest row, and the feature mask marking the valid frames."""
+    def _inputs(self, batch: Sequence[_Prepared] | Sequence[Rendered]) -> dict[str, Any]:
+        """Model inputs for a micro-batch: tokens left-padded; the fast path's clips as one feature row each,
+        padded with zeros to the longest row, and the feature mask marking the valid frames; a parts
+        family's, the processor's own call over the batch."""
+        if self.processed:
+            return self.model_inputs(batch)  # type: ignore[arg-type]
         inputs = dict(
             self.processor.tokenizer([item.text for item in batch], return_tensors="pt", padding=True)
         )
@@ -526,9 +541,33 @@ class HFBackend:
 
     # ----------------------------------------------------------------- running a micro-batch
 
-    def _generate_batch(self, batch: Sequence[_Prepared], config: GenerationConfig) -> dict[int, Response]:
-        """transformers' ``generate`` over the batch, every prompt from scratch (``reuse=off``, sampling)."""
+    def model_inputs(self, batch: Sequence[Rendered]) -> dict[str, Any]:
+        """What ``generate`` gets for rendered prompts of a parts family (``processed.model_inputs``)."""
+        started = time.perf_counter()
+        inputs = model_inputs(
+            self.processor,
+            self.model_family,
+            batch,
+            sampling_rate=self.sampling_rate,
+            names=self.forward_names,
+            audio_token_id=self.audio_token_id,
+            device=self.device,
+            dtype=self.model.dtype,
+        )
+        self.seconds["features"] += time.perf_counter() - started
+        return inputs
+
+    def _generate_batch(
+        self, batch: Sequence[_Prepared] | Sequence[Rendered], config: GenerationConfig
+    ) -> dict[int, Response]:
+        """transformers' ``generate`` over the batch, every prompt from scratch (``reuse=off``, sampling, and
+        every parts family). A prompt whose tokens do not fit the context gets an error response; the rest of
+        the batch runs without it."""
         inputs = self._inputs(batch)
+        too_long = self._over_context(batch, inputs, config.max_new_tokens)
+        if too_long:
+            kept = [item for item in batch if item.index not in too_long]
+            return {**too_long, **(self._generate_batch(kept, config) if kept else {})}
         sampling = config.temperature > 0
         if sampling:
             torch.manual_seed(config.seed)
@@ -540,7 +579,11 @@ class HFBackend:
         prompt_length = inputs["input_ids"].shape[1]
         new_tokens = sequences[:, prompt_length:].tolist()
         input_tokens = inputs["attention_mask"].sum(dim=1).tolist()
-        audio_tokens = (inputs["input_ids"] == self.audio_token_id).sum(dim=1).tolist()
+        audio_tokens = (
+            (inputs["input_ids"] == self.audio_token_id).sum(dim=1).tolist()
+            if self.audio_token_id is not None
+            else [0] * len(batch)
+        )
         responses = {}
         for item, tokens, n_in, n_audio in zip(batch, new_tokens, input_tokens, audio_tokens, strict=True):
             responses[item.index] = self._response(tokens, int(n_in), int(n_audio), config)
@@ -730,6 +773,9 @@ class HFBackend:
                 rendered[index] = text, [self._at_model_rate(part) for part in parts]
             except AudioICLError as exc:
                 responses[index] = Response.failed(f"cannot prepare the prompt: {exc}")
+        if self.processed:
+            made = [Rendered(i, text, parts, requests[i].episode_id) for i, (text, parts) in rendered.items()]
+            return made, responses  # type: ignore[return-value]
         self._prefetch([part for _, parts in rendered.values() for part in parts])
         prepared: list[_Prepared] = []
         for index, (text, parts) in rendered.items():
@@ -744,7 +790,7 @@ class HFBackend:
     ) -> tuple[list[_Prepared], dict[int, Response]]:
         """The prompts that fit the language model's context with ``new_tokens`` more, and an error response
         for each that does not: past ``max_position_embeddings`` a model reads positions it never learned."""
-        if self.context_tokens is None:
+        if self.context_tokens is None or self.processed:  # a parts family's: checked on its batch's inputs
             return prepared, {}
         fits: list[_Prepared] = []
         refused: dict[int, Response] = {}
@@ -752,11 +798,27 @@ class HFBackend:
             if len(item.ids) + new_tokens <= self.context_tokens:
                 fits.append(item)
             else:
-                refused[item.index] = Response.failed(
-                    f"{len(item.ids)} prompt tokens and {new_tokens} new ones do not fit the model's context "
-                    f"of {self.context_tokens} tokens (max_position_embeddings)"
-                )
+                refused[item.index] = self._context_error(len(item.ids), new_tokens)
         return fits, refused
+
+    def _context_error(self, prompt_tokens: int, new_tokens: int) -> Response:
+        return Response.failed(
+            f"{prompt_tokens} prompt tokens and {new_tokens} new ones do not fit the model's context "
+            f"of {self.context_tokens} tokens (max_position_embeddings)"
+        )
+
+    def _over_context(
+        self, batch: Sequence[_Prepared] | Sequence[Rendered], inputs: Mapping[str, Any], new_tokens: int
+    ) -> dict[int, Response]:
+        """Error responses for the prompts of ``batch`` whose inputs do not fit the context."""
+        if self.context_tokens is None:
+            return {}
+        lengths = inputs["attention_mask"].sum(dim=1).tolist()
+        return {
+            item.index: self._context_error(int(length), new_tokens)
+            for item, length in zip(batch, lengths, strict=True)
+            if int(length) + new_tokens > self.context_tokens
+        }
 
     def _from_scratch(self, prepared: list[_Prepared], config: GenerationConfig) -> dict[int, Response]:
         prepared = sorted(prepared, key=lambda item: item.length, reverse=True)  # similar lengths together

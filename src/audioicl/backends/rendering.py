@@ -2,111 +2,38 @@
 
 The original (SPEC §4) writes each clip's audio placeholder inline in the user text
 (``[Demo Audio 1] <|audio_bos|><|AUDIO|><|audio_eos|> Label: 7``) and renders the messages, as plain strings,
-with the model's own chat template and the generation prompt. String content matters: the templates'
-list-of-parts path adds text of its own (Qwen2-Audio's writes ``Audio 1: `` before each clip).
-
-``AudioFamily`` holds what differs between model families: the placeholder, the system-prompt family, the
-encoder's window and its audio tokens per second. The ``hf`` and ``vllm`` backends both render through
-``render_chat``; only how the text and the waves reach the model differs. What else they share is here too:
-loading the processor (whose chat template renders), the stop tokens, the clip window, the config hash.
+with the model's own chat template and the generation prompt: the three Qwen families keep that (``inline``).
+Every other family is rendered as its model card does it, content parts through its own template
+(``parts``); ``backends.families`` says which family is which and holds what else differs between them.
+The ``hf`` and ``vllm`` backends both render through ``render_chat``; only how the text and the waves reach
+the model differs. What else they share is here too: loading the processor (whose chat template renders), the
+stop tokens (with the template's end of turn), the clip limit, the config hash.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from audioicl.errors import AudioICLError
-from audioicl.prompts.chat import AudioPart, Chat, message_text
+from audioicl.prompts.chat import AudioPart, Chat
 
-
-@dataclass(frozen=True)
-class AudioFamily:
-    """``model_types``: the ``config.json`` model types of the family; ``thinker_of``: for a full Omni
-    checkpoint, the sub-config holding the text-producing model (SPEC §6); ``system_family``: which
-    system prompt it gets (``prompts.sets.DEFAULT_SYSTEM``)."""
-
-    name: str
-    model_types: tuple[str, ...]
-    model_class: str  # the transformers class that produces text
-    system_family: str
-    placeholder: str  # the audio placeholder as written in the prompt text
-    audio_token: str  # the token the processor repeats once per audio frame
-    thinker_of: tuple[str, ...] = ()  # model types whose checkpoint holds the model under ``thinker``
-    # True where the audio encoder keeps only the frames its feature mask marks (the Omni thinkers): the
-    # processor's padding beyond them is then never seen, and need not be stored or sent.
-    encoder_reads_valid_frames: bool = False
-    # True where the processor pads every clip to its window, so a clip's features are the same whatever
-    # else is in the call, and clips can be extracted many at a time.
-    features_independent_of_batch: bool = False
-
-
-FAMILIES: tuple[AudioFamily, ...] = (
-    AudioFamily(
-        name="qwen2-audio",
-        model_types=("qwen2_audio",),
-        model_class="Qwen2AudioForConditionalGeneration",
-        system_family="qwen2-audio",
-        placeholder="<|audio_bos|><|AUDIO|><|audio_eos|>",
-        audio_token="<|AUDIO|>",
-        features_independent_of_batch=True,
-    ),
-    AudioFamily(
-        name="qwen2.5-omni",
-        model_types=("qwen2_5_omni", "qwen2_5_omni_thinker"),
-        model_class="Qwen2_5OmniThinkerForConditionalGeneration",
-        system_family="qwen2.5-omni",
-        placeholder="<|audio_bos|><|AUDIO|><|audio_eos|>",
-        audio_token="<|AUDIO|>",
-        thinker_of=("qwen2_5_omni",),
-        encoder_reads_valid_frames=True,
-        features_independent_of_batch=True,
-    ),
-    AudioFamily(
-        name="qwen3-omni",
-        model_types=("qwen3_omni_moe", "qwen3_omni_moe_thinker"),
-        model_class="Qwen3OmniMoeThinkerForConditionalGeneration",
-        system_family="qwen3-omni",
-        placeholder="<|audio_start|><|audio_pad|><|audio_end|>",
-        audio_token="<|audio_pad|>",
-        thinker_of=("qwen3_omni_moe",),
-        encoder_reads_valid_frames=True,
-    ),
-)
-
-
-def family_of(model_type: str) -> AudioFamily | None:
-    return next((f for f in FAMILIES if model_type in f.model_types), None)
+from .families import FAMILIES, AudioFamily
 
 
 def generic_family(model_type: str, processor: Any) -> AudioFamily:
-    """The family of an audio chat model we know nothing of, from its processor's audio tokens
-    (``audio_bos_token`` + ``audio_token`` + ``audio_eos_token``, as the Qwen processors name them)."""
+    """The family of an audio chat model no module here describes: rendered as its model card does it (content
+    parts through its own chat template), its audio token the processor's ``audio_token``."""
     token = getattr(processor, "audio_token", None)
     if not isinstance(token, str):
         raise AudioICLError(
             f"model_type {model_type!r}: its processor names no audio token (processor.audio_token), so "
             "audioicl cannot place audio in its prompt; supported: "
-            + ", ".join(t for f in FAMILIES for t in f.model_types)
+            + ", ".join(t for _, f in FAMILIES.items() for t in f.model_types)
         )
-    bos = getattr(processor, "audio_bos_token", None) or ""
-    eos = getattr(processor, "audio_eos_token", None) or ""
-    return AudioFamily(
-        name=model_type,
-        model_types=(model_type,),
-        model_class="",
-        system_family="default",
-        placeholder=f"{bos}{token}{eos}",
-        audio_token=token,
-    )
-
-
-def chat_messages(chat: Chat, placeholder: str) -> list[dict[str, str]]:
-    """The chat as template messages with string content, each audio part written as ``placeholder``."""
-    return [{"role": m.role, "content": message_text(m, placeholder)} for m in chat.messages]
+    return AudioFamily(name=model_type, model_types=(model_type,), audio_token=token, verified="untested")
 
 
 TemplateFn = Callable[..., str]
@@ -115,32 +42,47 @@ TemplateFn = Callable[..., str]
 def render_chat(
     chat: Chat, family: AudioFamily, apply_chat_template: TemplateFn
 ) -> tuple[str, list[AudioPart]]:
-    """The prompt text (chat template applied, generation prompt added) and the clips in the order their
-    placeholders appear. ``apply_chat_template``: the tokenizer's or processor's own method."""
-    text = apply_chat_template(
-        chat_messages(chat, family.placeholder), tokenize=False, add_generation_prompt=True
-    )
-    clips = list(chat.audio_parts())
-    found = text.count(family.placeholder)
-    if found != len(clips):
+    """The prompt text (chat template applied, generation prompt added) and the clips in the order the model
+    hears them. ``apply_chat_template``: the tokenizer's or processor's own method. An inline family's text
+    must hold one placeholder per clip; a parts family's template writes its own (the processor checks)."""
+    text = apply_chat_template(family.template_messages(chat), tokenize=False, add_generation_prompt=True)
+    if not isinstance(text, str):
         raise AudioICLError(
-            f"the chat template wrote {found} audio placeholders for {len(clips)} clips "
-            f"({family.placeholder!r}); does the text contain the placeholder, or drop a message?"
+            f"the chat template of {family.label} returned {type(text).__name__}, not text: its family needs "
+            "its own rendering (backends/families)"
         )
+    clips = list(chat.audio_parts())
+    if family.rendering == "inline":
+        found = text.count(family.placeholder)
+        if found != len(clips):
+            raise AudioICLError(
+                f"the chat template wrote {found} audio placeholders for {len(clips)} clips "
+                f"({family.placeholder!r}); does the text contain the placeholder, or drop a message?"
+            )
     return text, clips
+
+
+def audio_extractor(processor: Any) -> Any:
+    """The processor's audio feature extractor (``feature_extractor``; Phi-4-multimodal's ``audio_processor``),
+    or None."""
+    for attribute in ("feature_extractor", "audio_processor"):
+        found = getattr(processor, attribute, None)
+        if found is not None and hasattr(found, "sampling_rate"):
+            return found
+    return None
 
 
 def load_processor(name: str, trust_remote_code: bool = False) -> Any:
     """The checkpoint's processor (transformers ``AutoProcessor``, whose chat template the backends render
-    with); refused when it has no feature extractor (a folder whose processor loads as a bare tokenizer would
-    silently ignore every clip). Its tokenizer pads on the left, for batched generation."""
+    with); refused when it has no audio feature extractor (a folder whose processor loads as a bare tokenizer
+    would silently ignore every clip). Its tokenizer pads on the left, for batched generation."""
     import transformers
 
     try:
         processor = transformers.AutoProcessor.from_pretrained(name, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, ImportError) as exc:
         raise AudioICLError(f"cannot load the processor of {name}: {exc}") from exc
-    if getattr(processor, "feature_extractor", None) is None:
+    if audio_extractor(processor) is None:
         raise AudioICLError(
             f"{name}: its processor loads as {type(processor).__name__}, with no audio feature extractor; "
             "an audio model's folder needs preprocessor_config.json (and processor_config.json)"
@@ -150,18 +92,49 @@ def load_processor(name: str, trust_remote_code: bool = False) -> Any:
     return processor
 
 
-def stop_token_ids(tokenizer: Any, configured: int | Sequence[int] | None) -> list[int]:
-    """The tokens that end an answer, the same for every backend: the tokenizer's end of sequence, ChatML's
-    ``<|im_end|>`` (every family here ends a turn with it) and the generation config's ``eos_token_id``."""
-    ids = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
+def end_of_turn_token(processor: Any, family: AudioFamily) -> str | None:
+    """The special token the chat template writes right after an assistant's text (ChatML's ``<|im_end|>``,
+    Gemma's ``<end_of_turn>``): an answer ends there. None where the template writes none."""
+    marker = "Zq9xMarker"
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": marker}]
+    if family.rendering == "parts":
+        messages = [
+            {"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in messages
+        ]
+    try:
+        text = processor.apply_chat_template(messages, tokenize=False)
+    except Exception:  # a template that takes no such conversation (Jinja raises its own errors)
+        return None
+    if not isinstance(text, str) or marker not in text:
+        return None
+    tokenizer = processor.tokenizer
+    after = tokenizer(text[text.rindex(marker) + len(marker) :], add_special_tokens=False)["input_ids"]
+    special = set(tokenizer.all_special_ids) | {
+        i for i, t in tokenizer.added_tokens_decoder.items() if getattr(t, "special", False)
+    }
+    first = next((i for i in after if i in special), None)
+    return None if first is None else tokenizer.convert_ids_to_tokens(first)
+
+
+def stop_token_ids(
+    tokenizer: Any, configured: int | Sequence[int] | None, end_of_turn: str | None = None
+) -> list[int]:
+    """The tokens that end an answer, the same for every backend: the tokenizer's end of sequence, the chat
+    template's end of turn (``end_of_turn_token``) and the generation config's ``eos_token_id``."""
+    ids = {tokenizer.eos_token_id}
+    if end_of_turn is not None:
+        ids.add(tokenizer.convert_tokens_to_ids(end_of_turn))
     ids.update(configured if isinstance(configured, list | tuple) else [configured])
     unknown = tokenizer.unk_token_id
     return sorted(i for i in ids if isinstance(i, int) and i != unknown)
 
 
-def clip_window_seconds(processor: Any) -> float | None:
-    """The longest clip the processor's feature extractor takes whole (Qwen2-Audio: 30 s); None: any."""
-    extractor = processor.feature_extractor
+def clip_window_seconds(processor: Any, family: AudioFamily | None = None) -> float | None:
+    """The longest clip the model takes whole: the family's own limit where it states one, else the feature
+    extractor's window (Qwen2-Audio: 30 s); None: any."""
+    if family is not None and family.max_clip_seconds is not None:
+        return family.max_clip_seconds
+    extractor = audio_extractor(processor)
     window = getattr(extractor, "n_samples", None)
     return window / int(extractor.sampling_rate) if window else None
 
@@ -195,6 +168,8 @@ def decode_answer(
 def prefix_key(text: str, clips: Sequence[AudioPart], placeholder: str) -> list[str]:
     """A rendered prompt as its text pieces and clip digests in order: sorting prompts by it puts those
     that share a prefix (text and audio alike) next to each other, for an engine's prefix cache."""
+    if not placeholder:  # a parts family: the template wrote placeholders of its own
+        return [text, *(clip.digest for clip in clips)]
     key: list[str] = []
     for piece, clip in zip(text.split(placeholder), [*clips, None], strict=True):
         key.append(piece)

@@ -47,12 +47,12 @@ from .base import (
     refuse_unknown_options,
     register_backend,
 )
+from .families import AudioFamily, family_of
 from .rendering import (
-    AudioFamily,
     clip_window_seconds,
     config_sha256,
     decode_answer,
-    family_of,
+    end_of_turn_token,
     generic_family,
     load_processor,
     prefix_key,
@@ -195,8 +195,11 @@ class VLLMBackend:
     info: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.max_clip_seconds = clip_window_seconds(self.processor)
-        self.audio_token_id = self.processor.tokenizer.convert_tokens_to_ids(self.model_family.audio_token)
+        self.max_clip_seconds = clip_window_seconds(self.processor, self.model_family)
+        audio_token = self.model_family.audio_token or getattr(self.processor, "audio_token", None)
+        self.audio_token_id = (
+            self.processor.tokenizer.convert_tokens_to_ids(audio_token) if audio_token else None
+        )
 
     @property
     def family(self) -> str:
@@ -287,5 +290,6 @@ def make_vllm(name: str, workload: Workload | None = None, **options: object) ->
         "tensor_parallel_size": settings.tensor_parallel_size,
         "pipeline_parallel_size": settings.pipeline_parallel_size,
     }
-    stops = stop_token_ids(processor.tokenizer, _generation_eos(name, settings.trust_remote_code))
+    eos = _generation_eos(name, settings.trust_remote_code)
+    stops = stop_token_ids(processor.tokenizer, eos, end_of_turn_token(processor, family))
     return VLLMBackend(f"vllm:{name}", llm, processor, family, stops, info)

@@ -33,7 +33,8 @@ def chat_template_command(args) -> int:
         import transformers
     except ModuleNotFoundError as exc:
         raise AudioICLError("chat-template needs transformers: pip install 'audioicl[hf]'") from exc
-    from audioicl.backends.rendering import family_of, generic_family, load_processor, served_chat_template
+    from audioicl.backends.families import family_of
+    from audioicl.backends.rendering import generic_family, load_processor, served_chat_template
 
     processor = load_processor(args.checkpoint)
     template = getattr(processor, "chat_template", None)

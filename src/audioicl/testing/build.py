@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from audioicl.testing.configs import (
+    FAMILIES,
     Family,
     family,
     full_config,
@@ -153,6 +154,10 @@ def tiny_checkpoint(
     instead of the full Omni layout of the real checkpoints. ``head_dim`` (default: 16, the tiny width) sets
     the text model's attention head size; vLLM's CPU attention needs 64.
     """
+    if family_name not in FAMILIES:  # a family of ``testing.families``
+        from audioicl.testing.families import TINY
+
+        return TINY.get(family_name).write(Path(out_dir), seed)
     spec = family(family_name)
     if thinker_only and spec.full_class is None:
         raise ValueError(f"{family_name} has no thinker: thinker_only applies to the Omni families")
@@ -213,6 +218,13 @@ def full_size_model(
     """
     import torch
 
+    if family_name not in FAMILIES:  # a family of ``testing.families``
+        from audioicl.testing.families import TINY
+
+        build = TINY.get(family_name).full_size
+        if build is None:
+            raise ValueError(f"{family_name}: no full-size builder")
+        return build(device, dtype or torch.bfloat16, num_layers=num_layers, seed=seed)
     spec = family(family_name)
     config = full_size_config(family_name, num_layers=num_layers)
     model = _seeded_model(_model_class(spec.model_class), config, seed, dtype or torch.bfloat16, device)

@@ -1,0 +1,136 @@
+"""What differs between audio-language model families, as data, with the few hooks a family may override.
+
+An ``AudioFamily`` says how a backend finds the family's model class, how a chat becomes the messages its chat
+template renders, what the processor's output holds, the real limits of the model (seconds per clip, clips per
+prompt), its system-prompt rule and the public checkpoints it covers. A new family is one module in this
+package that registers one instance (``docs/models.md``); a family that needs code subclasses ``AudioFamily``
+and overrides ``template_messages`` or ``process``.
+
+Two renderings exist:
+
+- ``inline`` (the three Qwen families, as the original did it, SPEC §4): every message's content is one string,
+  each clip written as the family's ``placeholder``. Their list-of-parts template path would add text of its
+  own (Qwen2-Audio writes ``Audio 1:`` before each clip), which the original never showed.
+- ``parts`` (every other family, as its model card does it): each message's content is a list of
+  ``{"type": "text"}`` and ``{"type": "audio"}`` parts, and the chat template writes the family's own
+  placeholder and wrapping tokens; the processor expands them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from audioicl.prompts.chat import AudioPart, Chat, Message, TextPart, message_text
+
+Rendering = Literal["inline", "parts"]
+SystemRule = Literal["allowed", "merged"]
+Verification = Literal["ci", "gpu", "untested"]
+
+
+@dataclass(frozen=True)
+class VllmSupport:
+    """How vLLM serves the family: ``architecture`` as vLLM registers it; ``placeholder``: the audio placeholder
+    vLLM's processor expects in the prompt text where it differs from what the chat template writes
+    (``{i}`` is the clip's number from 1, Phi-4's ``<|audio_{i}|>``); ``max_clips``: clips per prompt vLLM's
+    implementation takes (None: what the run needs); ``verified``: ``ci`` where the CPU engine runs a tiny
+    checkpoint in the tests, else ``untested``."""
+
+    architecture: str
+    placeholder: str | None = None
+    max_clips: int | None = None
+    verified: Verification = "untested"
+
+
+@dataclass(frozen=True)
+class AudioFamily:
+    """One family. ``model_types``: the ``config.json`` model types it covers; ``model_class``: the
+    transformers class that makes text (None: the config's ``architectures``, then the Auto classes);
+    ``thinker_of``: model types whose checkpoint holds the text model under ``thinker`` (SPEC §6);
+    ``system_family``: which system prompt it gets (``prompts.sets.DEFAULT_SYSTEM``); ``system``: ``merged``
+    where the template refuses a system message beside audio (its text then opens the first user turn).
+
+    ``max_clip_seconds``: the longest clip the model really takes (None: the processor's window, else any);
+    ``max_clips``: clips per prompt (None: any); ``audio_tokens_per_second``: what a second of audio costs in
+    the prompt (for ``audioicl models``; None: varies); ``forward_keys``: the processor outputs passed to
+    ``generate`` (None: those the model's ``forward`` names); ``attn``: an attention implementation the family
+    needs whatever the run asks; ``asr_only``: a speech recogniser, listed as such.
+
+    The Qwen fast path: ``placeholder`` and ``audio_token`` (inline rendering), ``encoder_reads_valid_frames``
+    and ``features_independent_of_batch`` (what makes the per-clip feature cache exact)."""
+
+    name: str
+    model_types: tuple[str, ...]
+    display: str = ""
+    model_class: str | None = None
+    rendering: Rendering = "parts"
+    placeholder: str = ""
+    audio_token: str = ""
+    thinker_of: tuple[str, ...] = ()
+    system_family: str = "default"
+    system: SystemRule = "allowed"
+    max_clip_seconds: float | None = None
+    max_clips: int | None = None
+    audio_tokens_per_second: float | None = None
+    forward_keys: tuple[str, ...] | None = None
+    attn: str | None = None
+    asr_only: bool = False
+    min_transformers: str = "5.17"
+    checkpoints: tuple[str, ...] = ()
+    verified: Verification = "ci"
+    vllm: VllmSupport | None = None
+    hf: bool = True  # transformers implements it (False: only vLLM serves it)
+    encoder_reads_valid_frames: bool = False
+    features_independent_of_batch: bool = False
+    notes: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.display or self.name
+
+    def template_messages(self, chat: Chat) -> list[dict[str, Any]]:
+        """The chat as the messages the family's chat template renders (see the module docstring)."""
+        messages = list(chat.messages)
+        if self.system == "merged":
+            messages = merge_system(messages)
+        if self.rendering == "inline":
+            return [{"role": m.role, "content": message_text(m, self.placeholder)} for m in messages]
+        return [{"role": m.role, "content": content_parts(m)} for m in messages]
+
+    def process(self, processor: Any, texts: Sequence[str], waves: Sequence[Any], sampling_rate: int) -> Any:
+        """The processor's model inputs for rendered ``texts`` and their clips in order (one call)."""
+        return processor(
+            text=list(texts),
+            audio=list(waves) if waves else None,
+            sampling_rate=sampling_rate,
+            return_tensors="pt",
+            padding=True,
+        )
+
+
+def content_parts(message: Message) -> list[dict[str, Any]]:
+    """A message's content as template parts, adjacent text joined (a clip is ``{"type": "audio"}``)."""
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, AudioPart):
+            parts.append({"type": "audio"})
+        elif parts and parts[-1]["type"] == "text":
+            parts[-1] = {"type": "text", "text": parts[-1]["text"] + part.text}
+        elif part.text:
+            parts.append({"type": "text", "text": part.text})
+    return parts
+
+
+def merge_system(messages: Sequence[Message]) -> list[Message]:
+    """The system message's text moved to the start of the first user message (a template that takes no
+    system message beside audio); the wording is unchanged, the same text reaches the model."""
+    if not messages or messages[0].role != "system":
+        return list(messages)
+    system, rest = messages[0], list(messages[1:])
+    text = message_text(system)
+    for position, message in enumerate(rest):
+        if message.role == "user":
+            rest[position] = Message("user", (TextPart(text + "\n\n"), *message.content))
+            return rest
+    return rest

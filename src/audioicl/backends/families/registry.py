@@ -1,0 +1,47 @@
+"""The registry of model families, filled by the family modules at import."""
+
+from audioicl.registry import Registry
+
+from .base import AudioFamily
+
+FAMILIES: Registry[AudioFamily] = Registry("model family")
+
+
+def register(family: AudioFamily) -> AudioFamily:
+    return FAMILIES.add(family.name, family)
+
+
+def family_of(model_type: str) -> AudioFamily | None:
+    """The registered family whose ``model_types`` hold ``model_type``, or None."""
+    return next((f for _, f in FAMILIES.items() if model_type in f.model_types), None)
+
+
+def _verified(state: str) -> str:
+    return {"ci": "tiny checkpoint in CI", "gpu": "full size on GPU + CI", "untested": "untested"}[state]
+
+
+def model_rows() -> list[dict[str, str]]:
+    """One row per family for ``audioicl models`` and ``docs/models.md``: backends, limits, what is verified."""
+    rows = []
+    for _, family in FAMILIES.items():
+        backends = [name for name, on in (("hf", family.hf), ("vllm", family.vllm is not None)) if on]
+        clips = family.max_clips
+        vllm_clips = family.vllm.max_clips if family.vllm is not None else None
+        rows.append(
+            {
+                "family": family.label + (" (ASR only)" if family.asr_only else ""),
+                "model_type": ", ".join(family.model_types),
+                "backends": ", ".join(backends),
+                "clips per prompt": ("any" if clips is None else str(clips))
+                + (f" (vllm: {vllm_clips})" if vllm_clips is not None else ""),
+                "s per clip": "window" if family.max_clip_seconds is None else f"{family.max_clip_seconds:g}",
+                "audio tokens/s": "-"
+                if family.audio_tokens_per_second is None
+                else f"{family.audio_tokens_per_second:g}",
+                "hf": _verified(family.verified) if family.hf else "-",
+                "vllm": _verified(family.vllm.verified) if family.vllm is not None else "-",
+                "transformers": f">= {family.min_transformers}" if family.hf else "-",
+                "checkpoints": ", ".join(family.checkpoints),
+            }
+        )
+    return rows
