@@ -15,8 +15,13 @@ of the bf16 matmul ceiling measured in the same process, peak GPU memory, the me
 and the full benchmark (13,500 prompts) extrapolated. First, per family, the relative error of the first
 generated position's logits of the reuse path against the model's own forward over each prompt alone.
 
+Each prefix run is timed once per ``--speeds`` setting (off: eager kernels; graphs: the decode step as a CUDA
+graph; all: graphs and the compiled norms and MLPs, ``backends.graphs``), and the answers of every run are
+compared with the ``reuse=off`` run's on the prompts both answered (share identical). ``--step-ms`` times one
+decode step of the first batch eagerly and replayed, and counts the host syncs an eager step makes.
+
     python benchmarks/gpu_throughput.py --data BUILD [--families qwen2-audio,qwen2.5-omni] [--limit N]
-        [--reuse off,audio,prefix] [--off-limit N] [--batch-sizes 32,64]
+        [--reuse off,audio,prefix] [--off-limit N] [--batch-sizes 32,64] [--speeds off,graphs,all]
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ import soundfile as sf
 import torch
 
 from audioicl.backends.base import ModelSpec, Request
+from audioicl.backends.graphs import FastPaths, replayed, uncompile_decoder
 from audioicl.backends.hf import HFBackend
-from audioicl.backends.reuse import batches, prefill
+from audioicl.backends.reuse import PARTS, DecodeStep, batches, prefill
 from audioicl.dataset.meta import read_meta
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import run
@@ -42,6 +48,7 @@ from audioicl.prompts.clips import ClipStore, load_morse_bank
 from audioicl.testing import full_size_model
 
 FULL_BENCHMARK = 13_500  # 9 tasks x 300 episodes x k = 1..5
+SPEEDS = {"off": ("off", "off"), "graphs": ("off", "on"), "all": ("on", "on")}  # (compile, cuda_graphs)
 
 
 def matmul_ceiling(n: int = 8192, repeats: int = 20) -> float:
@@ -109,14 +116,21 @@ def clip_seconds(data: Path, paths: list[str], cache: dict[str, float]) -> float
     return total
 
 
-def measure(model, processor, family: str, reuse: str, args: argparse.Namespace, ceiling: float) -> dict:
-    """One timed run of the real runner over the build with ``reuse``, after a one-prompt warm-up."""
+def measure(
+    model, processor, family: str, reuse: str, args: argparse.Namespace, ceiling: float, speed: str = "off"
+) -> tuple[dict, dict[str, str | None]]:
+    """One timed run of the real runner over the build with ``reuse`` and the fast paths of ``speed``, after
+    a one-prompt warm-up; its row, and its answers by request key."""
+    uncompile_decoder(PARTS[family](model).decoder)  # what an earlier run compiled in place
+    compile, cuda_graphs = SPEEDS[speed]
     backend = HFBackend.around(
         f"hf:{family}-full-random",
         model,
         processor,
         reuse=reuse,
         kv_cache=args.cache if reuse == "off" else "dynamic",
+        compile=compile,
+        cuda_graphs=cuda_graphs,
     )
     counts = parameter_counts(model)
     out = Path(tempfile.mkdtemp(prefix=f"gpu-{family}-{reuse}-"))
@@ -165,6 +179,12 @@ def measure(model, processor, family: str, reuse: str, args: argparse.Namespace,
         )
     rate = len(ok) / wall
     spent = dict(backend.seconds)
+    on_gpu = spent["encode"] + spent["prefill"] + spent["decode"]
+    answers = {
+        f"{x['id']}@k{s.k}": x.get("response")
+        for s in summary.ks
+        for x in map(json.loads, s.path.read_text().splitlines())
+    }
     peak = torch.cuda.max_memory_allocated()
     backend.embeddings.clear()
     return {
@@ -188,7 +208,77 @@ def measure(model, processor, family: str, reuse: str, args: argparse.Namespace,
         "generate_s": spent["generate"],
         "prefill_s": spent["prefill"],
         "decode_s": spent["decode"],
-    }
+        "idle_s": wall - on_gpu,  # neither encoding nor prefill nor decode (features overlap the GPU)
+        "paths": {k: v for k, v in backend.info.items() if k in ("compile", "cuda_graphs", "experts")},
+    }, answers
+
+
+def run_speeds(reuse: str, speeds: str) -> list[str]:
+    """The ``--speeds`` a run of ``reuse`` is timed with: reuse=off (transformers' generate) has none."""
+    return ["off"] if reuse == "off" else speeds.split(",")
+
+
+def same_answers(answers: dict[str, str | None], reference: dict[str, str | None]) -> dict[str, float]:
+    """The share of the prompts both runs answered whose answers are identical."""
+    both = [key for key in answers if key in reference]
+    same = sum(answers[key] == reference[key] for key in both)
+    return {"prompts": len(both), "identical": same / len(both) if both else 0.0}
+
+
+def rounded(row: dict) -> dict:
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
+
+
+def decode_step_ms(model, processor, family: str, args: argparse.Namespace, repeats: int = 10) -> dict:
+    """One decode step of the first batch of the run's prompts (``--batch-size``): milliseconds eagerly and
+    replayed as a CUDA graph (median of ``repeats``, the same inputs each time: the cache is only
+    overwritten at the same slots), and the host syncs and device-to-host copies of one eager step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    uncompile_decoder(PARTS[family](model).decoder)
+    backend = HFBackend.around(f"hf:{family}-full-random", model, processor, reuse="prefix", compile="off")
+    requests = episode_major_requests(args.data, backend.family, max(1, args.batch_size // 45 + 1))
+    prepared, _ = backend.prepare(requests)
+    rows, clips, _ = backend.pack(prepared)
+    batch = batches(rows, args.batch_size)[0]
+    paths = FastPaths.resolve("off", "on", backend.device)
+    with torch.inference_mode():
+        audio = backend._embeddings(backend._clips_of(batch, clips))
+        # room for every step below: transformers' static cache writes each at its own running count
+        room = 2 * repeats + 4
+        done = prefill(backend.parts, batch, audio, room, backend.pad_token_id, model.dtype, backend.device)
+        step = DecodeStep(backend.parts, done.plan, done.cache, room, model.dtype)
+        step.load(done.logits.argmax(-1), 0)
+        timed = {"eager": step.run}
+        step.run()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            step.run()
+        names = [event.name for event in prof.events()]
+        kernels = sorted(
+            (e for e in prof.key_averages() if not e.key.startswith(("aten::", "cuda", "Activity"))),
+            key=lambda e: e.self_device_time_total,
+            reverse=True,
+        )
+        timed["graph"] = replayed(step.run, paths)
+        out = {"prompts": sum(len(r.members) for r in batch), "rows": len(batch)}
+        for name, run_step in timed.items():
+            times = []
+            for _ in range(repeats):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                run_step()
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end))
+            out[f"{name}_ms"] = statistics.median(times)
+    out["syncs"] = sum(n in ("cudaStreamSynchronize", "cudaDeviceSynchronize") for n in names)
+    out["launches"] = sum(n in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC") for n in names)
+    out["device_to_host"] = sum(n in ("aten::_local_scalar_dense", "aten::item") for n in names)
+    out["top_kernels_ms"] = {e.key[:60]: round(e.self_device_time_total / 1e3, 2) for e in kernels[:6]}
+    out["experts"] = backend.info.get("experts")
+    out["graph_fallback"] = paths.why_not.get("cuda_graphs")
+    backend.embeddings.clear()
+    return out
 
 
 def episode_major_requests(data: Path, family: str, per_task: int) -> list[Request]:
@@ -217,7 +307,10 @@ def first_logit_errors(model, processor, family: str, per_task: int, data: Path)
     """Relative error ||delta|| / ||ref|| of the first generated position's logits (float32 from bf16),
     against the model's own forward over each prompt alone: the reuse path (prefix rows, batches of 8
     prompts) and, for scale, the same forward batched 8 at a time with left padding."""
-    backend = HFBackend.around(f"hf:{family}-full-random", model, processor, reuse="prefix")
+    uncompile_decoder(PARTS[family](model).decoder)
+    backend = HFBackend.around(
+        f"hf:{family}-full-random", model, processor, reuse="prefix", compile="off", cuda_graphs="off"
+    )
     # reuse=off: the processor's features over the whole window, as transformers' own path reads them
     scratch = HFBackend.around(f"hf:{family}-full-random", model, processor, reuse="off")
     requests = episode_major_requests(data, backend.family, per_task)
@@ -283,6 +376,10 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument(
+        "--speeds", default="off,all", help="fast paths of each audio/prefix run: off, graphs, all"
+    )
+    parser.add_argument("--step-ms", action="store_true", help="time one decode step, eager and replayed")
+    parser.add_argument(
         "--cache", default="dynamic", choices=("dynamic", "static"), help="KV cache of reuse=off"
     )
     parser.add_argument(
@@ -299,6 +396,7 @@ def main() -> None:
     )
     rows: dict[str, dict] = {}
     logits: dict[str, dict] = {}
+    steps: dict[str, dict] = {}
     for index, family in enumerate(args.families.split(",")):
         model, processor = full_size_model(family, "cuda", torch.bfloat16)
         if args.logit_episodes:
@@ -312,16 +410,27 @@ def main() -> None:
         ]
         if index == 0 and args.batch_sizes:
             runs += [("prefix", int(b)) for b in args.batch_sizes.split(",") if int(b) != args.batch_size]
-        for reuse, batch in runs:
+        runs = [(reuse, batch, speed) for reuse, batch in runs for speed in run_speeds(reuse, args.speeds)]
+        answers: dict[str, dict[str, str | None]] = {}
+        for reuse, batch, speed in runs:
             limit = args.omni_limit if family != "qwen2-audio" and args.omni_limit else args.limit
             if reuse == "off" and args.off_limit:
                 limit = min(limit or args.off_limit, args.off_limit)
             if reuse == "audio" and args.audio_limit:
                 limit = min(limit or args.audio_limit, args.audio_limit)
             run_args = argparse.Namespace(**{**vars(args), "limit": limit, "batch_size": batch})
-            label = f"{family}, reuse={reuse}, b{batch}"
-            rows[label] = measure(model, processor, family, reuse, run_args, ceiling)
-            print(label, json.dumps({k: round(v, 3) for k, v in rows[label].items()}), flush=True)
+            label = f"{family}, reuse={reuse}, b{batch}" + (f", {speed}" if reuse != "off" else "")
+            rows[label], answers[label] = measure(model, processor, family, reuse, run_args, ceiling, speed)
+            reference = next((a for name, a in answers.items() if "reuse=off" in name), None)
+            eager = next((a for name, a in answers.items() if name.endswith(f"b{batch}, off")), None)
+            if reference is not None and reuse != "off":
+                rows[label]["same_as_off"] = same_answers(answers[label], reference)
+            if eager is not None and speed != "off":
+                rows[label]["same_as_eager"] = same_answers(answers[label], eager)
+            print(label, json.dumps(rounded(rows[label])), flush=True)
+        if args.step_ms:
+            steps[family] = decode_step_ms(model, processor, family, args)
+            print(family, "decode step", json.dumps(steps[family]), flush=True)
         if args.logits_fp32 and args.logit_episodes:
             model.float()
             logits[f"{family} fp32"] = summarize(
@@ -353,7 +462,9 @@ def main() -> None:
         for kind, v in kinds.items():
             print(f"| {family} | {kind} | {v['prompts']} | {v['median']:.2e} | {v['max']:.2e} |")
     if args.json:
-        args.json.write_text(json.dumps({"throughput": rows, "first_logits": logits}, indent=2))
+        args.json.write_text(
+            json.dumps({"throughput": rows, "first_logits": logits, "decode_step": steps}, indent=2)
+        )
 
 
 if __name__ == "__main__":

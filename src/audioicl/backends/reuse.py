@@ -31,6 +31,8 @@ import torch
 from transformers import StaticCache
 from transformers.masking_utils import create_bidirectional_mask
 
+from .graphs import FastPaths, replayed
+
 PAD_SLOT = -1  # owner of a padding position
 REUSE_MODES = ("off", "audio", "prefix")
 
@@ -392,6 +394,43 @@ def prefill(
     return Prefilled(plan, cache, parts.head(hidden[rows_index, plan.last]))
 
 
+class DecodeStep:
+    """One generation step of a batch over fixed buffers, so that every step is the same kernels on the same
+    memory (what a CUDA graph replays): ``load(tokens, t)`` puts step ``t``'s inputs in place (the tokens
+    read in, their slots' mask, positions and cache positions), ``run()`` reads them into the cache and
+    returns every member's next token ([rows, width], a buffer the next ``run`` overwrites). The masks of
+    all ``steps`` are made at once."""
+
+    def __init__(self, parts: ModelParts, plan: Layout, cache: Any, steps: int, dtype: torch.dtype):
+        self.parts, self.plan, self.cache = parts, plan, cache
+        width, device = plan.width, plan.ids.device
+        slots = slice(plan.prefill, plan.prefill + max(steps, 1) * width)
+        self.masks = additive_mask(plan.visible(slots), dtype)  # [rows, 1, steps x width, total]
+        self.tokens = torch.zeros((len(plan.ids), width), dtype=torch.long, device=device)
+        self.mask = self.masks[:, :, :width].clone()
+        self.positions = plan.positions[:, plan.prefill : plan.prefill + width].clone()
+        self.cache_position = torch.arange(plan.prefill, plan.prefill + width, device=device)
+        self.keyword = cache_keyword(parts.decoder)
+
+    def load(self, tokens: torch.Tensor, t: int) -> None:
+        start = self.plan.prefill + t * self.plan.width
+        self.tokens.copy_(tokens)
+        self.mask.copy_(self.masks[:, :, t * self.plan.width : (t + 1) * self.plan.width])
+        self.positions.copy_(self.plan.positions[:, start : start + self.plan.width])
+        self.cache_position.copy_(torch.arange(start, start + self.plan.width, device=self.tokens.device))
+
+    def run(self) -> torch.Tensor:
+        hidden = self.parts.decoder(
+            input_ids=self.tokens,
+            attention_mask=self.mask,
+            position_ids=self.positions,
+            cache_position=self.cache_position,
+            use_cache=True,
+            **{self.keyword: self.cache},
+        ).last_hidden_state
+        return self.parts.head(hidden).argmax(-1)
+
+
 def generate_rows(
     parts: ModelParts,
     rows: Sequence[Row],
@@ -402,9 +441,12 @@ def generate_rows(
     dtype: torch.dtype,
     device: torch.device,
     seconds: dict[str, float] | None = None,
+    paths: FastPaths | None = None,
 ) -> dict[int, list[int]]:
     """Greedy tokens (``steps`` at most, fewer once every prompt has stopped) for every prompt in ``rows``,
-    by request index. ``seconds``: where the time went is added to its ``prefill`` and ``decode``."""
+    by request index. ``seconds``: where the time went is added to its ``prefill`` and ``decode``.
+    ``paths``: with CUDA graphs on, the first decode step runs eagerly (compiling and warming what it
+    needs), the rest replay its capture."""
     seconds = {} if seconds is None else seconds
     started = time.perf_counter()
     done_reading = prefill(parts, rows, audio, steps - 1, pad_id, dtype, device)
@@ -416,12 +458,15 @@ def generate_rows(
     finished = bool(done.all())  # waits for the prefill
     read = time.perf_counter()
     seconds["prefill"] = seconds.get("prefill", 0.0) + read - started
+    step = DecodeStep(parts, plan, cache, steps - 1, dtype)
+    run = step.run
     for t in range(steps - 1):
         if finished:
             break
-        start = plan.prefill + t * plan.width
-        hidden = _decoder_call(parts, plan, cache, slice(start, start + plan.width), dtype, input_ids=tokens)
-        tokens = parts.head(hidden).argmax(-1)
+        if t == 1 and paths is not None and steps - 1 > 2:
+            run = replayed(step.run, paths)
+        step.load(tokens, t)
+        tokens = run().clone()
         generated.append(tokens)
         done |= torch.isin(tokens, stops)
         finished = bool(done.all())

@@ -1,0 +1,181 @@
+"""The reuse path's fast paths (``backends.graphs``): their options and what the run record says of them, the
+decode step over fixed buffers and the compiled decoder modules giving the same tokens as transformers'
+``generate``, and a capture or a compile that fails falling back once, with the same answers."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("torchvision")
+
+from audioicl import AudioICLError, read_meta  # noqa: E402
+from audioicl.backends import graphs  # noqa: E402
+from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
+from audioicl.backends.graphs import (  # noqa: E402
+    FastPaths,
+    compile_decoder,
+    compiled_modules,
+    uncompile_decoder,
+)
+from audioicl.backends.hf import HFBackend, HFSettings  # noqa: E402
+from audioicl.prompts.build import build_prompt  # noqa: E402
+from audioicl.prompts.clips import ClipStore, load_morse_bank  # noqa: E402
+
+CPU = torch.device("cpu")
+
+
+def test_speed_options_are_checked_and_auto_is_off_on_the_cpu():
+    settings = HFSettings.parse({})
+    assert (settings.compile, settings.cuda_graphs) == ("auto", "auto")
+    with pytest.raises(AudioICLError, match="cuda_graphs must be auto, on or off"):
+        HFSettings.parse({"cuda_graphs": "yes"})
+    with pytest.raises(AudioICLError, match="compile must be auto, on or off"):
+        HFSettings.parse({"compile": "max"})
+    paths = FastPaths.resolve("auto", "auto", CPU)
+    assert (paths.compile, paths.cuda_graphs, paths.why_not) == (False, False, {})
+    assert FastPaths.resolve("auto", "auto", torch.device("cuda")).cuda_graphs  # resolving touches no GPU
+
+
+def test_cuda_graphs_asked_for_on_the_cpu_fall_back_once_and_say_why(caplog):
+    with caplog.at_level(logging.WARNING, logger="audioicl.backends"):
+        paths = FastPaths.resolve("on", "on", CPU)
+        paths.give_up("cuda_graphs", "again")  # already off: not said twice
+    assert paths.compile and not paths.cuda_graphs
+    assert "need a CUDA device" in paths.why_not["cuda_graphs"]
+    assert [r.getMessage() for r in caplog.records if "cuda_graphs off" in r.getMessage()] == [
+        "hf backend: cuda_graphs off, falling back to eager kernels: CUDA graphs need a CUDA device, "
+        "this run is on cpu"
+    ]
+    assert paths.info() == {
+        "compile": {"asked": "on", "used": True},
+        "cuda_graphs": {"asked": "on", "used": False, "fallback": paths.why_not["cuda_graphs"]},
+    }
+
+
+@pytest.fixture(scope="module")
+def episodes(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("graphs") / "bench"
+    command = [sys.executable, "-m", "audioicl", "build", "--out", root, "--episodes", "1", "--quiet"]
+    subprocess.run([*command, "--workers", "1"], check=True, capture_output=True)
+    return root
+
+
+def requests_of(root: Path, family: str, tasks: tuple[str, ...]) -> list[Request]:
+    """The k = 1..5 prompts of one episode of each of ``tasks``, an episode's together."""
+    store, bank = ClipStore(root), load_morse_bank(root, "auto")
+    work = [(ep.id, k, ep) for k in range(1, 6) for ep in read_meta(root / "meta" / f"meta_k{k}.jsonl")]
+    return [
+        Request(f"{eid}@k{k}", eid, ep.task, k, build_prompt(ep, store, family=family, bank=bank).chat)
+        for eid, k, ep in sorted(work, key=lambda item: (item[0], item[1]))
+        if ep.task in tasks
+    ]
+
+
+TASKS = ("AudioCount", "MorseCode", "AudioRemap")
+CONFIG = GenerationConfig(max_new_tokens=6, batch_size=6)
+
+
+def answers(backend: HFBackend, requests: list[Request]) -> list[tuple]:
+    responses = backend.generate(requests, CONFIG)
+    assert all(r.error is None for r in responses), [r.error for r in responses if r.error]
+    return [(r.text, r.usage) for r in responses]
+
+
+def other(backend: HFBackend, **options) -> HFBackend:
+    """Another backend around the same model and feature cache."""
+    made = replace(backend, **options)
+    made.features = backend.features
+    return made
+
+
+@pytest.mark.parametrize("family", ["qwen2-audio", "qwen3-omni"])
+def test_compiled_decoder_modules_give_the_tokens_of_plain_generate(tiny_backends, episodes, family):
+    backend = tiny_backends[family]
+    requests = requests_of(episodes, backend.family, TASKS)
+    expected = answers(other(backend, reuse="off"), requests)
+    decoder = backend.parts.decoder
+    layers = len((decoder if hasattr(decoder, "layers") else decoder.language_model).layers)
+    # dynamo traces the modules; its eager backend runs the traced graph (inductor needs a C compiler)
+    dense = family == "qwen2-audio"  # Qwen3-Omni's MoE blocks stay eager
+    assert compile_decoder(decoder, backend="eager") == layers * (3 if dense else 2) + 1
+    try:
+        assert all(module._compiled_call_impl is not None for module in compiled_modules(decoder))
+        assert answers(backend, requests) == expected
+    finally:
+        uncompile_decoder(decoder)
+    assert all(module._compiled_call_impl is None for module in compiled_modules(decoder))
+
+
+def test_the_run_record_names_the_fast_paths_and_the_experts(tiny_backends):
+    for family, backend in tiny_backends.items():
+        assert backend.info["compile"] == {"asked": "auto", "used": False}
+        assert backend.info["cuda_graphs"] == {"asked": "auto", "used": False}
+        if family == "qwen3-omni":  # its MoE experts: transformers' implementation, as loaded
+            assert backend.info["experts"] == backend.model.config.get_text_config()._experts_implementation
+        else:
+            assert "experts" not in backend.info
+
+
+def test_a_capture_that_fails_falls_back_once_with_the_same_answers(
+    tiny_backends, episodes, monkeypatch, caplog
+):
+    backend = other(tiny_backends["qwen2-audio"])
+    requests = requests_of(episodes, backend.family, TASKS)
+    expected = answers(backend, requests)
+    captures = []
+
+    def refuse(step):
+        captures.append(step)
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+
+    monkeypatch.setattr(graphs, "Replay", refuse)
+    monkeypatch.setattr(graphs.torch.cuda, "synchronize", lambda: None)  # no CUDA device here
+    backend.paths.cuda_graphs = True  # as on a GPU
+    with caplog.at_level(logging.WARNING, logger="audioicl.backends"):
+        assert answers(backend, requests) == expected
+    assert len(captures) == 1  # tried once, then eager for every later batch
+    assert backend.paths.why_not == {
+        "cuda_graphs": "the decode step cannot be captured: operation not permitted when stream is capturing"
+    }
+    assert backend.info["cuda_graphs"]["fallback"] == backend.paths.why_not["cuda_graphs"]
+    assert sum("cuda_graphs off" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_capture_that_runs_out_of_memory_is_an_out_of_memory_error(monkeypatch):
+    def exhausted(step):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(graphs, "Replay", exhausted)
+    paths = FastPaths(False, True, {"compile": "off", "cuda_graphs": "on"})
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        graphs.replayed(lambda: torch.zeros(1), paths)
+    assert paths.cuda_graphs  # memory is the batch's problem (halved and retried), not the graph's
+
+
+def test_a_compile_that_fails_falls_back_to_eager_with_the_same_answers(tiny_backends, episodes, caplog):
+    backend = other(tiny_backends["qwen2-audio"])
+    requests = requests_of(episodes, backend.family, ("AudioCount",))
+    expected = answers(backend, requests)
+
+    def broken(graph, example_inputs):
+        raise RuntimeError("no compiler here")
+
+    compile_decoder(backend.parts.decoder, backend=broken)
+    backend.paths.compile = True
+    try:
+        with caplog.at_level(logging.WARNING, logger="audioicl.backends"):
+            assert answers(backend, requests) == expected
+    finally:
+        uncompile_decoder(backend.parts.decoder)
+    assert not backend.paths.compile
+    assert backend.paths.why_not["compile"].startswith("torch.compile failed: BackendCompilerFailed")
+    assert backend.info["compile"]["fallback"] == backend.paths.why_not["compile"]
+    assert all(module._compiled_call_impl is None for module in compiled_modules(backend.parts.decoder))
