@@ -110,7 +110,7 @@ def test_compare_pairs_episodes_by_task_and_id():
 def test_per_example_csv(tmp_path):
     path = tmp_path / "m_k1.csv"
     path.write_text("id,task,correct\r\nA1,AudioCount,1\r\nA2,AudioCount,0\r\n", encoding="utf-8")
-    assert read_per_example(path) == {"AudioCount": {"A1": True, "A2": False}}
+    assert read_per_example(path) == {"AudioCount": {("A1", 0, 0, 0): True, ("A2", 0, 0, 0): False}}
     path.write_text("id,task\nA1,AudioCount\n", encoding="utf-8")
     with pytest.raises(AudioICLError, match="lacks column"):
         read_per_example(path)

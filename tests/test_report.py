@@ -625,3 +625,29 @@ def test_complete_scores_and_old_summaries_without_coverage_read_as_before(tmp_p
 
 def markdown_report_text(summary: Path, out: Path) -> str:
     return write_report(ReportOptions(scores=summary, out=out)).markdown.read_text(encoding="utf-8")
+
+
+# --- the cluster interval in the plots --------------------------------------------------------------------
+
+
+def test_the_cluster_interval_is_drawn_as_a_labelled_band(tmp_path):
+    from audioicl.analysis.report.plots import CLUSTER_BAND, task_plot
+    from audioicl.scoring.score import ScoreOptions, query_clips_of
+
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=6)
+    write_results(tmp_path / "results" / "m_results_k1.jsonl", episodes, respond=lambda gt: gt)
+    clustered = tmp_path / "clustered" / "summary.csv"
+    score_folder(tmp_path / "results", clustered, ScoreOptions(query_clips=query_clips_of(data)))
+    plain = tmp_path / "plain" / "summary.csv"
+    score_folder(tmp_path / "results", plain)  # no query clips: no cluster interval
+    grid = load_grid(clustered)
+    assert grid.clustered("AudioCount") and grid.cell("m", 1, "AudioCount").cluster == (1.0, 1.0)
+    legend = [t.get_text() for t in task_plot(grid, "AudioCount").axes[0].get_legend().get_texts()]
+    assert CLUSTER_BAND in legend and "m" in legend
+    bare = load_grid(plain)
+    assert not bare.clustered("AudioCount")
+    legend = [t.get_text() for t in task_plot(bare, "AudioCount").axes[0].get_legend().get_texts()]
+    assert CLUSTER_BAND not in legend
+    html = write_report(ReportOptions(scores=clustered, out=tmp_path / "report")).html.read_text()
+    assert "bands: 95% cluster bootstrap over query clips" in html

@@ -350,7 +350,7 @@ def test_same_model_and_k_in_two_folders_count_together(tmp_path):
     write_jsonl(tmp_path / "run1" / "m_results_k1.jsonl", [line("AudioCount", "3", "3")] * 3)
     write_jsonl(tmp_path / "run2" / "m_results_meta_k1.jsonl", [line("AudioCount", "2", "3")])
     rows = score_files(find_result_files(tmp_path)).rows
-    assert rows == [SummaryRow("m", 1, "AudioCount", 0.75, 4, 3, 0, 0)]
+    assert rows == [SummaryRow("m", 1, "AudioCount", 0.75, 4, 3, 0, 0, correct_parsed=3)]
 
 
 def test_error_lines_are_counted_per_cell_and_stay_in_n_as_wrong(tmp_path):
@@ -559,9 +559,11 @@ def test_summary_csv_bytes_exact(tmp_path):
     lines = detail.read_bytes().split(b"\r\n")
     assert lines[0] == (
         b"model,shots,task,accuracy,n,correct,unparsed,errors,ci_low,ci_high,scoring,"
-        b"query_clips,cluster_ci_low,cluster_ci_high"
+        b"query_clips,cluster_ci_low,cluster_ci_high,parsed_share,accuracy_parsed"
     )
-    assert lines[4] == b"m,10,AudioCount,0.333333,3,1,1,0,0.061490,0.792345,original,unknown,,"
+    assert (
+        lines[4] == b"m,10,AudioCount,0.333333,3,1,1,0,0.061490,0.792345,original,unknown,,,0.666667,0.500000"
+    )
     assert [(r.correct, r.unparsed) for r in read_summary(detail)] == [(1, 0), (1, 1), (1, 0), (1, 1)]
     table = format_table(scoring.rows)
     assert "1/3" in table.splitlines()[-1] and "33.3" in table

@@ -133,7 +133,8 @@ def test_report_page_renders_in_chromium(tmp_path):
     elements.feed(dom)
     assert elements.counts.get("img") == 3  # overview + two tasks
     assert elements.counts.get("audio") == len(CLIPS)
-    assert elements.counts.get("table") == 2  # accuracy table + one example's answers
+    # accuracy table, one example's answers, and AudioLength's confusion views (answer − truth, label prior)
+    assert elements.counts.get("table") == 4 and dom.count('<table class="confusion">') == 2
     assert "AudioICL00901" in dom and "5 seconds" in dom
 
     states = player_states(page, tmp_path)

@@ -64,9 +64,11 @@ def test_score_reference_labels_against_themselves(runs: Path, tmp_path: Path):
         "query_clips",
         "cluster_ci_low",
         "cluster_ci_high",
+        "parsed_share",
+        "accuracy_parsed",
     ]
     assert detail[10][:7] == ["mute", "1", "AnomalyDetect", "0.000000", "300", "0", "300"]
-    assert {tuple(row[11:]) for row in detail[1:]} == {("unknown", "", "")}
+    assert {tuple(row[11:14]) for row in detail[1:]} == {("unknown", "", "")}
     assert "without known query clips" in done.stdout
     assert "echo" in done.stdout and "300/300" in done.stdout and "0/300" in done.stdout
     echo = read_rows(per_example / "echo_k1.csv")

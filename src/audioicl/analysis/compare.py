@@ -18,6 +18,11 @@ it is the exact McNemar test of the pooled discordant pairs). Unlike a bootstrap
 for the few episodes of a small run, and unlike a Monte Carlo one it can be small enough to survive a
 correction over many tests.
 
+With demo draws, orders or prompt variants (result lines with ``draw``/``order``/``variant``), a pair is one
+(id, draw, order, variant) that both sides answered; the paired bootstrap then resamples whole episodes (every
+draw of one id together), since the draws of one query are not independent (the per-task McNemar test and the
+randomisation test still count every pair as one).
+
 Significance at 95 % is decided after the Holm–Bonferroni correction over every test of one report (all
 tasks and the mean, of every comparison), stated in the report.
 """
@@ -44,7 +49,8 @@ DRAWS = 4000
 MEAN_TASK = "mean over tasks"
 CORRECTION = "Holm-Bonferroni"
 
-Outcomes = dict[str, dict[str, bool]]  # task -> episode id -> answered correctly
+LineKey = tuple[str, int, int, int]  # (episode id, draw, order, variant): 0 where a line has none
+Outcomes = dict[str, dict[LineKey, bool]]  # task -> line key -> answered correctly
 
 
 # --------------------------------------------------------------------------- exact tests and intervals
@@ -121,14 +127,17 @@ class Comparison:
         return self.p_adjusted is not None and self.p_adjusted < ALPHA
 
 
-def _shared(a: Outcomes, b: Outcomes) -> dict[str, list[tuple[bool, bool]]]:
-    """Per task, the (A right, B right) of every episode both sides answered, in id order."""
+def _shared(a: Outcomes, b: Outcomes) -> tuple[dict[str, list[tuple[bool, bool]]], dict[str, list[str]]]:
+    """Per task, the (A right, B right) of every (id, draw, order, variant) both sides answered, in key order,
+    and the episode id of each pair (its cluster)."""
     pairs: dict[str, list[tuple[bool, bool]]] = {}
+    clusters: dict[str, list[str]] = {}
     for task in order_tasks(set(a) & set(b)):
-        ids = sorted(set(a[task]) & set(b[task]))
-        if ids:
-            pairs[task] = [(a[task][i], b[task][i]) for i in ids]
-    return pairs
+        keys = sorted(set(a[task]) & set(b[task]))
+        if keys:
+            pairs[task] = [(a[task][key], b[task][key]) for key in keys]
+            clusters[task] = [key[0] for key in keys]
+    return pairs, clusters
 
 
 def _task_comparison(label: str, task: str, pairs: list[tuple[bool, bool]]) -> Comparison:
@@ -157,13 +166,22 @@ def _differences(pairs: Mapping[str, list[tuple[bool, bool]]]) -> list[np.ndarra
 
 
 def bootstrap_mean(
-    pairs: Mapping[str, list[tuple[bool, bool]]], draws: int = DRAWS, seed: int = 0
+    pairs: Mapping[str, list[tuple[bool, bool]]],
+    draws: int = DRAWS,
+    seed: int = 0,
+    clusters: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[float, float]:
-    """Percentile 95 % interval of the mean over tasks of Δacc, resampling episodes within each task."""
+    """Percentile 95 % interval of the mean over tasks of Δacc, resampling episodes within each task;
+    ``clusters``: per task, the episode of each pair (pairs of one episode are drawn together; with one pair
+    per episode, the same draws as without)."""
     rng = rng_for(seed, "paired-bootstrap")
     total = np.zeros(draws)
-    for diff in _differences(pairs):
-        total += diff[rng.integers(0, len(diff), size=(draws, len(diff)))].mean(axis=1)
+    for task, diff in zip(pairs, _differences(pairs), strict=True):
+        groups = np.unique(clusters[task], return_inverse=True)[1] if clusters else np.arange(len(diff))
+        sums = np.bincount(groups, weights=diff)
+        sizes = np.bincount(groups).astype(float)
+        picked = rng.integers(0, len(sums), size=(draws, len(sums)))
+        total += sums[picked].sum(axis=1) / sizes[picked].sum(axis=1)
     low, high = np.quantile(total / max(len(pairs), 1), [0.025, 0.975])
     return float(low), float(high)
 
@@ -211,10 +229,10 @@ def newcombe_unpaired(x1: int, n1: int, x2: int, n2: int, z: float = 1.96) -> tu
 
 def compare(a: Outcomes, b: Outcomes, label: str) -> list[Comparison]:
     """B against A per task and, with two tasks or more, on the mean over tasks (unadjusted p values)."""
-    pairs = _shared(a, b)
+    pairs, clusters = _shared(a, b)
     rows = [_task_comparison(label, task, task_pairs) for task, task_pairs in pairs.items()]
     if len(rows) > 1:
-        low, high = bootstrap_mean(pairs)
+        low, high = bootstrap_mean(pairs, clusters=clusters)
         p = randomization_p(pairs)
         mean_a = float(np.mean([r.acc_a for r in rows]))
         mean_b = float(np.mean([r.acc_b for r in rows]))
@@ -233,26 +251,32 @@ def adjust(rows: Iterable[Comparison]) -> list[Comparison]:
 
 
 def folder_outcomes(folder: Path) -> dict[tuple[str, int], Outcomes]:
-    """(model, k) → task → episode id → correct, from every results file under ``folder`` (the original's
-    rules; an id answered twice in one cell is an error, as it cannot be paired)."""
+    """(model, k) → task → (id, draw, order, variant) → correct, from every results file under ``folder``
+    (the original's rules; the same identity answered twice in one cell is an error, as it cannot be
+    paired)."""
     cells: dict[tuple[str, int], Outcomes] = defaultdict(lambda: defaultdict(dict))
     for result in find_result_files(folder):
         for line in iter_scored_lines(result):
             cell = cells[(result.model, result.shots)][line.task]
-            key = str(line.id)
+            key = line.identity
             if key in cell:
+                again = (
+                    "" if line.replicate is None else f" (draw {key[1]}, order {key[2]}, variant {key[3]})"
+                )
                 raise AudioICLError(
-                    f"episode {key} answered twice for {result.model} at k={result.shots}; paired comparisons "
-                    "need one line per episode",
+                    f"episode {key[0]}{again} answered twice for {result.model} at k={result.shots}; paired "
+                    "comparisons need one line per episode and draw",
                     file=str(result.path),
                     line=line.line,
+                    id=key[0],
                 )
             cell[key] = line.verdict.correct
     return {key: {task: dict(ids) for task, ids in value.items()} for key, value in cells.items()}
 
 
 def read_per_example(path: Path) -> Outcomes:
-    """Outcomes from a per-example CSV (``id,task,correct``, as ``audioicl score --per-example-dir`` writes)."""
+    """Outcomes from a per-example CSV (``id,task,correct``, as ``audioicl score --per-example-dir`` writes;
+    optional ``draw``, ``order``, ``variant`` columns, empty or absent: 0)."""
     outcomes: Outcomes = defaultdict(dict)
     try:
         with path.open(newline="", encoding="utf-8") as handle:
@@ -270,7 +294,13 @@ def read_per_example(path: Path) -> Outcomes:
                         file=str(path),
                         line=number,
                     )
-                outcomes[row["task"]][row["id"]] = value in ("1", "true")
+                try:
+                    replicate = tuple(int(row.get(name) or 0) for name in ("draw", "order", "variant"))
+                except ValueError:
+                    raise AudioICLError(
+                        "draw, order and variant must be integers", file=str(path), line=number
+                    ) from None
+                outcomes[row["task"]][(row["id"], *replicate)] = value in ("1", "true")
     except OSError as exc:
         raise AudioICLError(f"cannot read per-example CSV: {exc.strerror}", file=str(path)) from exc
     return dict(outcomes)

@@ -1,5 +1,9 @@
 """The prompt's wording (SPEC §4): system prompts per model family, the instruction styles (``specific``: the
 task's own, ``general``: one task-agnostic instruction, ``none``) and prompt files that replace any of them.
+
+Instruction variants (``run --prompt-variants N``): variant 0 is the run's own wording; variants 1.. are our
+paraphrases, one prompt file each (``variants/variant-<v>.yaml``: ``general`` and every task's instruction,
+each keeping its task's answer-format sentence word for word), which replace the instructions only.
 """
 
 from __future__ import annotations
@@ -7,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -153,3 +157,28 @@ def load_prompt_set(path: str | os.PathLike) -> PromptSet:
     if not isinstance(general, str):
         raise AudioICLError(f"'general' must be a string, got {type(general).__name__}", file=file)
     return PromptSet(system=system, general=general, instructions=instructions)
+
+
+# --------------------------------------------------------------------------- instruction variants
+
+VARIANTS_DIR = Path(__file__).with_name("variants")
+
+
+def variant_files() -> tuple[Path, ...]:
+    """The shipped variant files, variant 1 first (numbered without gaps)."""
+    files: list[Path] = []
+    while (path := VARIANTS_DIR / f"variant-{len(files) + 1}.yaml").is_file():
+        files.append(path)
+    return tuple(files)
+
+
+def prompt_variants(base: PromptSet, count: int) -> tuple[PromptSet, ...]:
+    """Variants 0 .. ``count - 1`` of ``base``: ``base`` itself, then ``base`` with the general and specific
+    instructions of each shipped variant file (its system prompts kept)."""
+    files = variant_files()
+    if not 1 <= count <= len(files) + 1:
+        raise AudioICLError(
+            f"--prompt-variants must be 1 to {len(files) + 1} (variant 0 and ours), got {count}"
+        )
+    variants = [load_prompt_set(path) for path in files[: count - 1]]
+    return (base, *(replace(base, general=v.general, instructions=v.instructions) for v in variants))

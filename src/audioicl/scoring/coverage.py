@@ -255,9 +255,12 @@ def coverage_row(
     ids: Mapping[str, set],
     unreadable: int,
     expected: Expected,
+    identities: Mapping[str, set[tuple[str, int, int, int]]] | None = None,
 ) -> CoverageRow:
     """The coverage of one (model, k) from its summary rows (``task``, ``accuracy``, ``n``, ``errors``,
-    ``unparsed``), the ids scored under each task and the unreadable lines."""
+    ``unparsed``), the ids scored under each task and the unreadable lines. ``identities``: task → the
+    distinct (id, draw, order, variant) of lines that hold draws (one id, several draws: one line each, not
+    extra lines); None: one line per id, as a plain run."""
     accuracy = {r.task: r.accuracy for r in rows}
     counts = {
         "errors": sum(r.errors or 0 for r in rows),
@@ -272,9 +275,11 @@ def coverage_row(
         by_task.setdefault(task, set()).add(episode)
     selected = expected.selected
     complete, missing, partial, per_task = [], [], [], {}
-    present_total, missing_total, tasks_present = 0, 0, 0
+    present_total, missing_total, tasks_present, answered = 0, 0, 0, 0
     for task, wanted in by_task.items():
         have = ids.get(task, set()) & wanted
+        if identities is not None:
+            answered += sum(1 for identity in identities.get(task, ()) if identity[0] in wanted)
         chosen = wanted & selected
         per_task[task] = (len(have & chosen), len(chosen))
         present_total += len(have)
@@ -308,7 +313,7 @@ def coverage_row(
         episodes_selected=len(selected),
         episodes_present=present_total,
         episodes_missing=missing_total,
-        extra_lines=sum(r.n for r in rows) - present_total,
+        extra_lines=sum(r.n for r in rows) - (present_total if identities is None else answered),
         mean_accuracy=sum(values) / len(values) if values else None,
         mean_tasks=len(values),
         missing_tasks=tuple(missing),

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from audioicl.dataset.meta import find_meta_files, id_in_broken_line, json_limit_problem, read_meta
 from audioicl.errors import AudioICLError
-from audioicl.files import atomic_text
+from audioicl.files import atomic_text, writing
 from audioicl.inference.results import RESULTS_PATTERN, read_result_lines_or_none
 
 from .coverage import (
@@ -37,13 +37,24 @@ from .coverage import (
     task_of_broken_line,
     write_coverage,
 )
-from .rules import UNPARSED, Verdict, rule_table
+from .draws import DrawRow, draw_rows, draws_path, write_draws
+from .lines import PLAIN, REPLICATE_KEYS, ScoredLine
+from .rules import UNPARSED, rule_table
 from .stats import cluster_bootstrap, wilson_interval
 
 SUMMARY_HEADER = ("model", "shots", "task", "accuracy", "n")
 DETAIL_COUNTS = ("correct", "unparsed", "errors")
 DETAIL_CLUSTERS = ("query_clips", "cluster_ci_low", "cluster_ci_high")
-DETAIL_HEADER = (*SUMMARY_HEADER, *DETAIL_COUNTS, "ci_low", "ci_high", "scoring", *DETAIL_CLUSTERS)
+DETAIL_COMPLIANCE = ("parsed_share", "accuracy_parsed")
+DETAIL_HEADER = (
+    *SUMMARY_HEADER,
+    *DETAIL_COUNTS,
+    "ci_low",
+    "ci_high",
+    "scoring",
+    *DETAIL_CLUSTERS,
+    *DETAIL_COMPLIANCE,
+)
 UNKNOWN_CLIPS = "unknown"
 _DECODER = json.JSONDecoder()
 
@@ -129,27 +140,6 @@ def _query_clip(record: dict, shots: int, episode: object, options: ScoreOptions
     return None
 
 
-@dataclass(slots=True)
-class ScoredLine:
-    """One non-blank result line and its verdict; ``malformed`` lines (only with ``skip_bad_lines``) are wrong;
-    ``error``: the run recorded that it could not ask the model (``status: "error"``); ``task_hint``: the task a
-    malformed line's text names (read by ``id_in_broken_line``), if any."""
-
-    model: str
-    shots: int
-    file: Path
-    line: int
-    id: object
-    task: str
-    response: object
-    gt: object
-    verdict: Verdict
-    malformed: bool = False
-    error: bool = False
-    query_clip: str | None = None  # the query clip's audio path, when the line or the dataset tells
-    task_hint: str | None = None
-
-
 def _line_problem(text: str) -> str:
     """What is wrong with a result line that is not one JSON object."""
     try:
@@ -165,9 +155,25 @@ def _line_problem(text: str) -> str:
     return f"not a JSON object but {type(record).__name__}"
 
 
+def _replicate(record: dict, path: Path, number: int, episode: object) -> tuple[int, int, int]:
+    """A line's (draw, order, variant): non-negative integers, 0 where absent."""
+    values = []
+    for key in REPLICATE_KEYS:
+        value = record.get(key, 0)
+        if type(value) is not int or value < 0:
+            raise AudioICLError(
+                f"bad result line: {key} must be a non-negative integer, got {value!r}",
+                file=str(path),
+                line=number,
+                id=episode if isinstance(episode, str) else None,
+            )
+        values.append(value)
+    return values[0], values[1], values[2]
+
+
 def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
     """``iter_scored_lines`` as plain tuples ``(line, id, task, response, gt, verdict, malformed, error,
-    query_clip, task_hint)``: the aggregation's hot loop, which needs no record per line."""
+    query_clip, task_hint, replicate)``: the aggregation's hot loop, which needs no record per line."""
     keys = options.keys
     response_key, gt_key, task_key, id_key = keys.response, keys.gt, keys.task, keys.id
     rules, fallback = rule_table(strict=options.strict)
@@ -179,7 +185,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
         if raw is None:  # not UTF-8 text: one malformed line, in its place
             if not options.skip_bad_lines:
                 raise AudioICLError("malformed result line: not UTF-8 text", file=str(path), line=number)
-            yield number, None, "", None, None, UNPARSED, True, False, None, None
+            yield number, None, "", None, None, UNPARSED, True, False, None, None, None
             continue
         text = raw.strip()
         if not text:
@@ -198,7 +204,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
                     id=episode,
                 )
             hint = id_in_broken_line(text, task_key)
-            yield number, episode, "", None, None, UNPARSED, True, False, None, hint
+            yield number, episode, "", None, None, UNPARSED, True, False, None, hint, None
             continue
         task = record.get(task_key, "")
         if type(task) is not str:
@@ -206,6 +212,11 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
         response = record.get(response_key)  # missing: wrong, and in n (SPEC §5 rule 1)
         gt = record.get(gt_key)
         episode = record.get(id_key)
+        replicate = (
+            _replicate(record, path, number, episode)
+            if "draw" in record or "order" in record or "variant" in record
+            else None
+        )
         yield (
             number,
             episode,
@@ -217,6 +228,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
             record.get("status") == "error",
             _query_clip(record, result.shots, episode, options),
             None,
+            replicate,
         )
 
 
@@ -242,7 +254,8 @@ class SummaryRow:
     """Accuracy of one model at one k on one task. ``correct``, ``unparsed`` and ``errors`` (error lines: episodes
     the run could not ask) are None when unknown (a summary CSV read back holds only accuracy and n).
     ``query_clips``: distinct query clips among the n lines (None: some line's clip is unknown);
-    ``cluster_interval``: the 95% cluster-bootstrap interval over them."""
+    ``cluster_interval``: the 95% cluster-bootstrap interval over them; ``correct_parsed``: the correct lines
+    among those the task's rule could parse (format compliance, ``parsed_share`` and ``accuracy_parsed``)."""
 
     model: str
     shots: int
@@ -254,6 +267,20 @@ class SummaryRow:
     errors: int | None = None
     query_clips: int | None = None
     cluster_interval: tuple[float, float] | None = None
+    correct_parsed: int | None = None
+
+    @property
+    def parsed_share(self) -> float | None:
+        """The share of the n answers the task's rule could read (None: unknown)."""
+        return None if self.unparsed is None else (self.n - self.unparsed) / self.n
+
+    @property
+    def accuracy_parsed(self) -> float | None:
+        """Accuracy among the parsed answers: what the model knows when it answers in form (None: unknown,
+        or nothing parsed). ``accuracy`` (unparsed counted wrong) is the protocol's number."""
+        if self.unparsed is None or self.correct_parsed is None or self.unparsed == self.n:
+            return None
+        return self.correct_parsed / (self.n - self.unparsed)
 
     @property
     def recurring(self) -> bool:
@@ -279,19 +306,22 @@ class Scoring:
     files: tuple[ResultFile, ...] = ()
     coverage: list[CoverageRow] = field(default_factory=list)
     unreadable: int = 0
+    draws: list[DrawRow] = field(default_factory=list)  # only when some line holds draw/order/variant
 
 
 @dataclass
 class _FileCounts:
-    """One file's tallies: task → [correct, n, unparsed, errors], task → query clip → [correct, n] (a None
-    clip: lines whose clip is unknown), task → the (string) ids of its lines, the malformed lines as (line,
-    id, task hint), not yet in any task, and its lines when kept."""
+    """One file's tallies: task → [correct, n, unparsed, errors, correct but unparsed], task → query clip →
+    [correct, n] (a None clip: lines whose clip is unknown), task → the (string) ids of its lines, the
+    malformed lines as (line, id, task hint), not yet in any task, its lines when kept, and task → the
+    identities (id, draw, order, variant) of its lines that hold those fields."""
 
     per_task: dict[str, list[int]]
     per_clip: dict[str, dict[str | None, list[int]]]
     ids: dict[str, set[str]]
     bad: list[tuple[int, object, str | None]]
     lines: list[ScoredLine] | None
+    replicates: dict[str, set[tuple[str, int, int, int]]] = field(default_factory=dict)
 
 
 def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) -> _FileCounts:
@@ -300,6 +330,7 @@ def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) 
     ids: dict[str, set[str]] = {}
     bad: list[tuple[int, object, str | None]] = []
     lines: list[ScoredLine] | None = [] if keep_examples else None
+    replicates: dict[str, set[tuple[str, int, int, int]]] = {}
     for judged in _judged_lines(result, options):
         if lines is not None:
             lines.append(ScoredLine(result.model, result.shots, result.path, *judged))
@@ -309,13 +340,14 @@ def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) 
         task, verdict = judged[2], judged[5]
         count = per_task.get(task)
         if count is None:
-            count = per_task[task] = [0, 0, 0, 0]
+            count = per_task[task] = [0, 0, 0, 0, 0]
             per_clip[task] = {}
             ids[task] = set()
         count[0] += verdict.correct
         count[1] += 1
         count[2] += not verdict.parsed
         count[3] += judged[7]
+        count[4] += verdict.correct and not verdict.parsed
         clip = per_clip[task].get(judged[8])
         if clip is None:
             clip = per_clip[task][judged[8]] = [0, 0]
@@ -323,7 +355,9 @@ def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) 
         clip[1] += 1
         if type(judged[1]) is str:
             ids[task].add(judged[1])
-    return _FileCounts(per_task, per_clip, ids, bad, lines)
+        if judged[10] is not None:
+            replicates.setdefault(task, set()).add((str(judged[1]), *judged[10]))
+    return _FileCounts(per_task, per_clip, ids, bad, lines, replicates)
 
 
 def _place_broken_lines(
@@ -342,7 +376,7 @@ def _place_broken_lines(
             continue
         if number in kept:
             kept[number].task = task
-        count = tally.per_task.setdefault(task, [0, 0, 0, 0])
+        count = tally.per_task.setdefault(task, [0, 0, 0, 0, 0])
         count[1] += 1
         count[2] += 1
         known = options.query_clips is not None and isinstance(episode, str)
@@ -382,13 +416,15 @@ def score_files(
     files = list(files)
     if expectations is None:
         expectations = Expectations(files, options.data)
-    counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed, errors]
+    counts: dict[tuple[str, int, str], list[int]] = {}  # key → [correct, n, unparsed, errors, ...]
     clips: dict[tuple[str, int, str], dict[str | None, list[int]]] = {}  # key → clip → [correct, n]
     ids: dict[tuple[str, int], dict[str, set[str]]] = {}  # (model, shots) → task → ids
     unreadable: dict[tuple[str, int], int] = {}
     examples: dict[tuple[str, int], list[ScoredLine]] = {}
+    replicates: dict[tuple[str, int], dict[str, set[tuple[str, int, int, int]]]] = {}
     malformed = 0
-    for result, tally in zip(files, _count_files(files, options, keep_examples), strict=True):
+    tallies = _count_files(files, options, keep_examples)
+    for result, tally in zip(files, tallies, strict=True):
         cell = (result.model, result.shots)
         malformed += len(tally.bad)
         unreadable[cell] = unreadable.get(cell, 0)
@@ -398,9 +434,11 @@ def score_files(
             examples.setdefault(cell, []).extend(tally.lines)
         for task, task_ids in tally.ids.items():
             ids.setdefault(cell, {}).setdefault(task, set()).update(task_ids)
+        for task, identities in tally.replicates.items():
+            replicates.setdefault(cell, {}).setdefault(task, set()).update(identities)
         for task, tally_counts in tally.per_task.items():
             key = (result.model, result.shots, task)
-            total = counts.setdefault(key, [0, 0, 0, 0])
+            total = counts.setdefault(key, [0, 0, 0, 0, 0])
             for i, value in enumerate(tally_counts):
                 total[i] += value
             merged = clips.setdefault(key, {})
@@ -409,7 +447,7 @@ def score_files(
                 tally_clip[0] += clip_correct
                 tally_clip[1] += clip_n
     rows = []
-    for key, (correct, n, unparsed, errors) in sorted(counts.items()):
+    for key, (correct, n, unparsed, errors, correct_unparsed) in sorted(counts.items()):
         known = None not in clips[key]
         rows.append(
             SummaryRow(
@@ -421,16 +459,55 @@ def score_files(
                 errors,
                 len(clips[key]) if known else None,
                 cluster_bootstrap(list(clips[key].values()), key) if known else None,
+                correct - correct_unparsed,
             )
         )
     cells: dict[tuple[str, int], list[SummaryRow]] = {cell: [] for cell in sorted(unreadable)}
     for row in rows:
         cells[(row.model, row.shots)].append(row)
     coverage = [
-        coverage_row(*cell, cell_rows, ids.get(cell, {}), unreadable[cell], expectations.get(*cell))
+        coverage_row(
+            *cell,
+            cell_rows,
+            ids.get(cell, {}),
+            unreadable[cell],
+            expectations.get(*cell),
+            _identities(ids[cell], replicates[cell]) if cell in replicates else None,
+        )
         for cell, cell_rows in cells.items()
     ]
-    return Scoring(rows, malformed, examples, tuple(files), coverage, sum(unreadable.values()))
+    draws = _draw_rows(files, tallies, options, rows, set(replicates)) if replicates else []
+    return Scoring(rows, malformed, examples, tuple(files), coverage, sum(unreadable.values()), draws)
+
+
+def _identities(
+    ids: Mapping[str, set[str]], replicates: Mapping[str, set[tuple[str, int, int, int]]]
+) -> dict[str, set[tuple[str, int, int, int]]]:
+    """Task → the distinct (id, draw, order, variant) of a cell: a line without the fields is (id, 0, 0, 0)."""
+    found = {}
+    for task, task_ids in ids.items():
+        held = replicates.get(task, set())
+        with_fields = {identity[0] for identity in held}
+        found[task] = held | {(i, *PLAIN) for i in task_ids - with_fields}
+    return found
+
+
+def _draw_rows(
+    files: list[ResultFile],
+    tallies: list[_FileCounts],
+    options: ScoreOptions,
+    rows: list[SummaryRow],
+    cells: set[tuple[str, int]],
+) -> list[DrawRow]:
+    """The numbers over draws, orders and variants of every task of the cells whose lines hold them, from
+    their well-formed lines (read again: the tallies keep no lines unless asked)."""
+    lines: list[ScoredLine] = []
+    for result, tally in zip(files, tallies, strict=True):
+        if (result.model, result.shots) in cells:
+            kept = tally.lines if tally.lines is not None else iter_scored_lines(result, options)
+            lines.extend(line for line in kept if not line.malformed)
+    totals = {(r.model, r.shots, r.task): (r.accuracy, r.n) for r in rows if (r.model, r.shots) in cells}
+    return draw_rows(lines, totals)
 
 
 def detail_path(summary: Path) -> Path:
@@ -450,7 +527,9 @@ def score_folder(
     coverage: Path | None = None,
 ) -> Scoring:
     """Score every result file under ``root``; write the summary CSV to ``out``, the detail CSV and the
-    coverage CSV (default: ``<out stem>_detail.csv`` and ``<out stem>_coverage.csv`` beside ``out``)."""
+    coverage CSV (default: ``<out stem>_detail.csv`` and ``<out stem>_coverage.csv`` beside ``out``) and,
+    when some line holds draw/order/variant, the draws CSV ``<out stem>_draws.csv`` (an earlier one beside
+    ``out`` is removed when these results hold none: it would describe other results)."""
     files = find_result_files(root, models=models, shots=shots)
     if not files:
         wanted = " matching the model/shots filters" if models or shots else ""
@@ -461,6 +540,11 @@ def score_folder(
     write_summary(out, scoring.rows)
     write_detail(detail or detail_path(out), scoring.rows, strict=options.strict)
     write_coverage(coverage or coverage_path(out), scoring.coverage)
+    if scoring.draws:
+        write_draws(draws_path(out), scoring.draws)
+    else:
+        with writing(draws_path(out)):
+            draws_path(out).unlink(missing_ok=True)
     return scoring
 
 
@@ -479,7 +563,8 @@ def write_summary(path: Path, rows: Iterable[SummaryRow]) -> None:
 def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False) -> None:
     """Summary plus correct, unparsed, error lines, 95% Wilson interval (independent episodes), the scoring
     mode (``original``/``strict``), the number of distinct query clips and the 95% cluster-bootstrap interval
-    over them (``unknown`` and empty when the lines do not tell their query clips)."""
+    over them (``unknown`` and empty when the lines do not tell their query clips), then format compliance:
+    the share of answers the task's rule parsed and the accuracy among them (empty when none parsed)."""
     path = Path(path)
     mode = "strict" if strict else "original"
     with atomic_text(path) as handle:
@@ -490,10 +575,12 @@ def write_detail(path: Path, rows: Iterable[SummaryRow], *, strict: bool = False
             clusters = (
                 ("", "") if r.cluster_interval is None else tuple(f"{v:.6f}" for v in r.cluster_interval)
             )
+            compliance = tuple("" if v is None else f"{v:.6f}" for v in (r.parsed_share, r.accuracy_parsed))
             writer.writerow(
                 (r.model, r.shots, r.task, f"{r.accuracy:.6f}", r.n, r.correct, r.unparsed, r.errors)
                 + (f"{low:.6f}", f"{high:.6f}", mode)
                 + (UNKNOWN_CLIPS if r.query_clips is None else r.query_clips, *clusters)
+                + compliance
             )
 
 
@@ -523,7 +610,7 @@ def write_per_example(folder: Path, scoring: Scoring, *, keep_text: bool = False
 
 def read_summary(path: Path) -> list[SummaryRow]:
     """Rows of a summary CSV (or of a detail CSV, which adds correct, unparsed and, since they were added,
-    errors, the query clips and the cluster interval), in file order."""
+    errors, the query clips, the cluster interval and the accuracy among parsed answers), in file order."""
     path = Path(path)
     try:
         handle = path.open(newline="", encoding="utf-8")
@@ -536,7 +623,8 @@ def read_summary(path: Path) -> list[SummaryRow]:
             raise AudioICLError(
                 f"not a summary CSV: header must start {','.join(SUMMARY_HEADER)}", file=str(path)
             )
-        extra = {name: header.index(name) for name in (*DETAIL_COUNTS, *DETAIL_CLUSTERS) if name in header}
+        names = (*DETAIL_COUNTS, *DETAIL_CLUSTERS, *DETAIL_COMPLIANCE)
+        extra = {name: header.index(name) for name in names if name in header}
 
         def count(record: list[str], name: str) -> int | None:
             return int(record[extra[name]]) if name in extra else None
@@ -549,12 +637,20 @@ def read_summary(path: Path) -> list[SummaryRow]:
             low, high = (record[extra[name]] if name in extra else "" for name in DETAIL_CLUSTERS[1:])
             return (float(low), float(high)) if low and high else None
 
+        def correct_parsed(record: list[str], n: int, unparsed: int | None) -> int | None:
+            """From the accuracy among parsed answers (6 decimals: exact while n < 1,000,000)."""
+            if unparsed is None or "accuracy_parsed" not in extra:
+                return None
+            value = record[extra["accuracy_parsed"]]
+            return round(float(value) * (n - unparsed)) if value else 0
+
         rows = []
         for record in reader:
             if not record:
                 continue
             try:
                 model, shots, task, accuracy, n = record[:5]
+                unparsed = count(record, "unparsed")
                 rows.append(
                     SummaryRow(
                         model,
@@ -563,10 +659,11 @@ def read_summary(path: Path) -> list[SummaryRow]:
                         float(accuracy),
                         int(n),
                         count(record, "correct"),
-                        count(record, "unparsed"),
+                        unparsed,
                         count(record, "errors"),
                         clips(record),
                         cluster(record),
+                        correct_parsed(record, int(n), unparsed),
                     )
                 )
             except (ValueError, IndexError):

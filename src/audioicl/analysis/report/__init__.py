@@ -1,7 +1,10 @@
 """``audioicl report``: accuracy-vs-shots plots, a markdown table and a self-contained HTML page.
 
-Inputs are the summary CSV that scoring writes and, optionally, the results folder (for example episodes with
-their audio). Outputs in ``out``: ``accuracy_<task>.png`` per task, ``overview.png``, ``report.md`` and
+Inputs are the summary CSV that scoring writes (its detail CSV beside it adds error lines, cluster intervals,
+drawn as bands, and format compliance) and, optionally, the results folder (example episodes with their
+audio, and the confusion views: answer − truth, label-prior bias against the demos' labels from the dataset's
+meta files, Morse letter errors). Outputs in ``out``: ``accuracy_<task>.png`` per task,
+``compliance_<task>.png`` per task when the detail CSV holds compliance, ``overview.png``, ``report.md`` and
 ``report.html`` (no external resources: plots and clips are embedded as data URIs). Each file is written
 atomically and ``report.html`` last, after an earlier ``report.html`` and ``report.md`` were removed: a report
 that fails half-way (a full disk) leaves no page that looks complete.
@@ -10,17 +13,19 @@ that fails half-way (a full disk) leaves no page that looks complete.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from audioicl.files import write_atomic, writing
 from audioicl.tasks.chance import chance_level
 
 from .accuracy import FLOOR_MODEL, AccuracyGrid, load_grid
+from .confusion import ViewTable, confusions, markdown_view
 from .examples import Example, read_scored, select_examples
 from .html import ExampleView, Page, TaskSection, render_page
 from .media import AudioBudget, embed_clips, megabytes
 from .tables import (
+    COMPLIANCE_NOTE,
     COVERAGE_NOTE,
     FLOOR_NOTE,
     accuracy_table,
@@ -33,6 +38,7 @@ from .tables import (
 
 __all__ = ["DEFAULT_AUDIO_BUDGET", "FLOOR_MODEL", "ReportFiles", "ReportOptions", "write_report"]
 
+CLUSTER_BAND_LABEL = "95% cluster bootstrap over query clips (detail CSV)"
 DEFAULT_AUDIO_BUDGET = 24_000_000  # bytes of 16 kHz 16-bit FLAC embedded in the page, over all tasks
 
 
@@ -57,13 +63,33 @@ class ReportFiles:
     audio_bytes: int  # encoded (FLAC) bytes of audio embedded in the HTML, before base64
     audio_clips: int = 0  # distinct clips embedded
     examples_left_out: int = 0  # examples whose audio did not fit in the budget
+    compliance: dict[str, Path] = field(default_factory=dict)  # task → PNG, when the scores hold compliance
 
 
-def plot_name(task: str) -> str:
-    return "accuracy_" + (re.sub(r"[^A-Za-z0-9_-]", "_", task) or "unnamed") + ".png"
+def plot_name(task: str, kind: str = "accuracy") -> str:
+    return f"{kind}_" + (re.sub(r"[^A-Za-z0-9_-]", "_", task) or "unnamed") + ".png"
 
 
-def markdown_report(grid: AccuracyGrid, scores: Path, plots: dict[str, Path], overview: Path) -> str:
+def markdown_views(
+    grid: AccuracyGrid, compliance: dict[str, Path], views: dict[str, tuple[ViewTable, ...]]
+) -> str:
+    """Per task, the compliance plot and the confusion tables (empty when there are none)."""
+    parts = []
+    for task in grid.tasks:
+        shown = []
+        if task in compliance:
+            shown.append(
+                f"![{task or '(no task)'} compliance]({compliance[task].name})\n\n{COMPLIANCE_NOTE}\n"
+            )
+        shown.extend(markdown_view(view) for view in views.get(task, ()))
+        if shown:
+            parts.append(f"### {task or '(no task)'}\n\n" + "\n".join(shown))
+    return "## Format compliance and confusions\n\n" + "\n".join(parts) if parts else ""
+
+
+def markdown_report(
+    grid: AccuracyGrid, scores: Path, plots: dict[str, Path], overview: Path, views: str = ""
+) -> str:
     chance_notes = "\n".join(
         f"- {task or '(no task)'}: {describe_chance(chance_level(task))}"
         + (f"; text-only floor {floor}" if (floor := describe_floor(grid, task)) else "")
@@ -86,7 +112,7 @@ def markdown_report(grid: AccuracyGrid, scores: Path, plots: dict[str, Path], ov
         f"{markdown_table(accuracy_table(grid))}\n"
         f"{coverage}"
         f"## Chance levels and the text-only floor\n\n{floor_note}{chance_notes}\n\n"
-        f"## Plots\n\n![overview]({overview.name})\n\n{plot_links}\n"
+        f"## Plots\n\n![overview]({overview.name})\n\n{plot_links}\n" + (f"\n{views}" if views else "")
     )
 
 
@@ -138,7 +164,7 @@ def examples_note(options: ReportOptions, budget: AudioBudget, left_out: dict[st
 
 def write_report(options: ReportOptions) -> ReportFiles:
     # matplotlib costs ~0.5 s of import: only a run that writes a report pays it
-    from .plots import overview_figure, task_figure
+    from .plots import compliance_figure, overview_figure, task_figure
 
     grid = load_grid(options.scores, options.floor, options.interval)
     with writing(options.out):
@@ -153,17 +179,29 @@ def write_report(options: ReportOptions) -> ReportFiles:
         pngs[task] = task_figure(grid, task)
         plots[task] = options.out / plot_name(task)
         write_atomic(plots[task], pngs[task])
+    compliance_pngs = {task: png for task in grid.tasks if (png := compliance_figure(grid, task)) is not None}
+    compliance = {task: options.out / plot_name(task, "compliance") for task in compliance_pngs}
+    for task, png in compliance_pngs.items():
+        write_atomic(compliance[task], png)
     overview_png = overview_figure(grid)
     overview = options.out / "overview.png"
     write_atomic(overview, overview_png)
-    markdown = options.out / "report.md"
-    write_atomic(markdown, markdown_report(grid, options.scores, plots, overview))
 
     examples: dict[str, list[Example]] = {}
+    confusion_views: dict[str, tuple[ViewTable, ...]] = {}
     with_examples = options.results is not None and options.examples > 0
-    if with_examples:
+    if options.results is not None:
         lines = read_scored(options.results)
-        examples = select_examples(lines, options.examples, options.results, options.data)
+        confusion_views = confusions(lines, options.results, options.data)
+        if with_examples:
+            examples = select_examples(lines, options.examples, options.results, options.data)
+    markdown = options.out / "report.md"
+    write_atomic(
+        markdown,
+        markdown_report(
+            grid, options.scores, plots, overview, markdown_views(grid, compliance, confusion_views)
+        ),
+    )
     budget = AudioBudget(options.audio_budget)
     views, left_out = embed_examples({task: examples.get(task, []) for task in grid.tasks}, budget)
     sections = tuple(
@@ -174,6 +212,8 @@ def write_report(options: ReportOptions) -> ReportFiles:
             views[task],
             describe_floor(grid, task),
             left_out[task],
+            compliance_pngs.get(task),
+            confusion_views.get(task, ()),
         )
         for task in grid.tasks
     )
@@ -191,9 +231,17 @@ def write_report(options: ReportOptions) -> ReportFiles:
         FLOOR_NOTE if grid.floor else "",
         grid.interval_label,
         coverage_notes=tuple(coverage_notes(grid)),
+        band_label=CLUSTER_BAND_LABEL if grid.clustered() else "",
     )
     html_path = options.out / "report.html"
     write_atomic(html_path, render_page(page, with_examples))
     return ReportFiles(
-        markdown, html_path, overview, plots, budget.used, budget.clips, sum(left_out.values())
+        markdown,
+        html_path,
+        overview,
+        plots,
+        budget.used,
+        budget.clips,
+        sum(left_out.values()),
+        compliance,
     )

@@ -30,7 +30,8 @@ class Cell:
     """One summary row: accuracy over ``n`` results and its 95% interval (``AccuracyGrid.interval``);
     ``errors``: how many of the n are error lines (episodes the run could not ask, counted as wrong), None
     when the scores do not say; ``partial``: (present, selected) episodes when the coverage says some of the
-    task's episodes have no line."""
+    task's episodes have no line; ``cluster``: the cluster bootstrap's 95% interval over query clips (detail
+    CSV); ``parsed_share``, ``accuracy_parsed``: format compliance (detail CSV); None: the scores do not say."""
 
     accuracy: float
     n: int
@@ -38,6 +39,9 @@ class Cell:
     high: float
     errors: int | None = None
     partial: tuple[int, int] | None = None
+    cluster: tuple[float, float] | None = None
+    parsed_share: float | None = None
+    accuracy_parsed: float | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,12 @@ class AccuracyGrid:
 
     def cell(self, model: str, shots: int, task: str) -> Cell | None:
         return self.cells.get((model, shots, task))
+
+    def clustered(self, task: str | None = None) -> bool:
+        """Every model cell (of ``task``, or of all tasks) holds its cluster interval: the plots' bands
+        show it."""
+        cells = [c for (m, _, t), c in self.cells.items() if m != self.floor and task in (None, t)]
+        return bool(cells) and all(c.cluster is not None for c in cells)
 
     def mean(self, model: str, shots: int) -> MeanCell | None:
         """Over the tasks present, or, with coverage, over the complete tasks only (of the dataset's)."""
@@ -136,7 +146,13 @@ def _detail_rows(path: Path, rows: list[SummaryRow]) -> tuple[Path, list[Summary
 def _with_detail(row: SummaryRow, detail: SummaryRow | None) -> SummaryRow:
     if detail is None:
         return row
-    return replace(row, errors=detail.errors, cluster_interval=detail.cluster_interval)
+    return replace(
+        row,
+        errors=detail.errors,
+        cluster_interval=detail.cluster_interval,
+        unparsed=detail.unparsed,
+        correct_parsed=detail.correct_parsed,
+    )
 
 
 def _check_clusters(path: Path, detail: tuple[Path, list[SummaryRow]] | None) -> None:
@@ -193,7 +209,17 @@ def grid_from_rows(
             low, high = min(wilson[0], row.cluster_interval[0]), max(wilson[1], row.cluster_interval[1])
         else:
             low, high = row.interval()
-        cells[key] = Cell(row.accuracy, row.n, low, high, row.errors, partial.get(key))
+        cells[key] = Cell(
+            row.accuracy,
+            row.n,
+            low,
+            high,
+            row.errors,
+            partial.get(key),
+            row.cluster_interval,
+            row.parsed_share,
+            row.accuracy_parsed,
+        )
     models = tuple(sorted({row.model for row in rows}))
     return AccuracyGrid(
         models=models,

@@ -1,6 +1,8 @@
 """Accuracy-vs-shots figures as PNG bytes: one per task, and an overview grid with the mean over tasks.
 
-A point the coverage marks (a task cell with episodes missing, a mean over tasks that is not complete) is
+Error bars are the grid's interval (Wilson by default); the faint band around a line is the cluster
+bootstrap's 95% interval over query clips where the detail CSV holds it (else the same interval as the bars),
+and the legend says which. A point the coverage marks (a task cell with episodes missing, a mean over tasks that is not complete) is
 drawn hollow, and the panel's title says what hollow means.
 
 Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas, so no pyplot state or display is used.
@@ -15,6 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import PercentFormatter
 
 from audioicl.tasks.chance import Chance, chance_level, mean_chance
@@ -40,9 +43,13 @@ FLOOR_STYLE = {"color": "0.2", "linestyle": ":", "marker": "x", "linewidth": 1.5
 FLOOR_LABEL = "text-only floor"
 
 
+CLUSTER_BAND = "band: 95% cluster bootstrap over query clips"
+
+
 def _draw_task(ax: Axes, grid: AccuracyGrid, task: str, colors: dict[str, str]) -> None:
-    """One line per model with error bars (the grid's interval) and a faint band between them; the floor
-    apart."""
+    """One line per model with error bars (the grid's interval) and a faint band: the cluster interval where
+    every cell of the task has one, else the bars' interval; the floor apart."""
+    clustered = grid.clustered(task)
     for index, model in enumerate(grid.lines):
         points = [(k, c) for k in grid.shots if (c := grid.cell(model, k, task)) is not None]
         if not points:
@@ -51,11 +58,14 @@ def _draw_task(ax: Axes, grid: AccuracyGrid, task: str, colors: dict[str, str]) 
         ys = [c.accuracy for _, c in points]
         lows = [c.low for _, c in points]
         highs = [c.high for _, c in points]
-        errors = [
-            [y - low for y, low in zip(ys, lows, strict=True)],
-            [h - y for y, h in zip(ys, highs, strict=True)],
+        errors = [  # at 0 % or 100 % Wilson's bound can miss the point by a rounding error
+            [max(0.0, y - low) for y, low in zip(ys, lows, strict=True)],
+            [max(0.0, h - y) for y, h in zip(ys, highs, strict=True)],
         ]
         ax.errorbar(xs, ys, yerr=errors, color=colors[model], marker="o", capsize=3, label=model)
+        if clustered:
+            lows = [c.cluster[0] for _, c in points if c.cluster is not None]
+            highs = [c.cluster[1] for _, c in points if c.cluster is not None]
         ax.fill_between(xs, lows, highs, color=colors[model], alpha=0.12, linewidth=0)
         partial = [(x, y) for x, y, (_, c) in zip(xs, ys, points, strict=True) if c.partial is not None]
         if partial:
@@ -122,6 +132,11 @@ def _png(fig: Figure) -> bytes:
 
 
 def task_figure(grid: AccuracyGrid, task: str) -> bytes:
+    return _png(task_plot(grid, task))
+
+
+def task_plot(grid: AccuracyGrid, task: str) -> Figure:
+    """One task's accuracy against k (``task_figure`` is its PNG)."""
     chance = chance_level(task)
     fig = Figure(figsize=(6.4, 4.2), dpi=100, layout="constrained")
     ax = fig.add_subplot()
@@ -129,13 +144,17 @@ def task_figure(grid: AccuracyGrid, task: str) -> bytes:
     _draw_chance(ax, chance)
     _style(ax, grid, task)
     ax.set_xlabel("shots (k)")
-    ax.set_ylabel(f"accuracy ({grid.interval_label})")
-    ax.legend(loc="best", fontsize="small")
+    ax.set_ylabel(f"accuracy (bars: {grid.interval_label})", fontsize="small")
+    handles, names = ax.get_legend_handles_labels()
+    if grid.clustered(task):
+        handles.append(Patch(color="0.5", alpha=0.3, linewidth=0))
+        names.append(CLUSTER_BAND)
+    ax.legend(handles, names, loc="best", fontsize="small")
     floor = "; dotted: text-only floor (the prompt without its audio)" if grid.floor else ""
     partial = any(c.partial for (_, _, t), c in grid.cells.items() if t == task)
     hollow = "; hollow: episodes missing (partial)" if partial else ""
     fig.supxlabel(f"dashed: chance level ({chance.note}){floor}{hollow}", fontsize="x-small", color="0.35")
-    return _png(fig)
+    return fig
 
 
 def overview_figure(grid: AccuracyGrid) -> bytes:
@@ -170,6 +189,53 @@ def overview_figure(grid: AccuracyGrid) -> bytes:
         names,
         loc="outside lower center",
         ncols=min(len(handles), 4),
-        title=f"models (bars: {grid.interval_label}; dashed: chance level; dotted: text-only floor)",
+        title=f"models (bars: {grid.interval_label}; "
+        + (f"{CLUSTER_BAND}; " if grid.clustered() else "")
+        + "dashed: chance level; dotted: text-only floor)",
     )
     return _png(fig)
+
+
+def compliance_figure(grid: AccuracyGrid, task: str) -> bytes | None:
+    """Format compliance of one task against k: per model the share of answers the task's rule parsed
+    (dashed), the accuracy among them (dotted) and the accuracy over all answers (solid, the protocol's);
+    None when the scores hold no compliance (a summary without its detail CSV)."""
+    colors = model_colors(grid.models)
+    fig = Figure(figsize=(6.4, 4.2), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    drawn = False
+    for index, model in enumerate(grid.lines):
+        points = [
+            (k, c) for k in grid.shots if (c := grid.cell(model, k, task)) and c.parsed_share is not None
+        ]
+        if not points:
+            continue
+        drawn = True
+        xs = [k + dodge(index, len(grid.lines)) for k, _ in points]
+        color = colors[model]
+        ax.plot(xs, [c.accuracy for _, c in points], color=color, marker="o", label=f"{model}: accuracy")
+        ax.plot(xs, [c.parsed_share for _, c in points], color=color, linestyle="--", marker="s")
+        parsed = [
+            (x, c.accuracy_parsed)
+            for x, (_, c) in zip(xs, points, strict=True)
+            if c.accuracy_parsed is not None
+        ]
+        if parsed:
+            ax.plot(*zip(*parsed, strict=True), color=color, linestyle=":", marker="^")
+    if not drawn:
+        return None
+    _style(ax, grid, f"{task or '(no task)'}: format compliance")
+    ax.set_xlabel("shots (k)")
+    ax.set_ylabel("share of answers")
+    handles, names = ax.get_legend_handles_labels()
+    handles += [
+        Line2D([], [], color="0.3", linestyle="--", marker="s"),
+        Line2D([], [], color="0.3", linestyle=":", marker="^"),
+    ]
+    names += [COMPLIANCE_PARSED, COMPLIANCE_ACCURACY]
+    ax.legend(handles, names, loc="best", fontsize="x-small")
+    return _png(fig)
+
+
+COMPLIANCE_PARSED = "dashed: parsed share (the rule could read the answer)"
+COMPLIANCE_ACCURACY = "dotted: accuracy among parsed answers"

@@ -185,3 +185,10 @@ def html_table(table: Table) -> str:
         f'<tr><th rowspan="2">task</th><th rowspan="2">chance</th>{head_models}</tr>\n'
         f"<tr>{head_shots}</tr>\n</thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>\n"
     )
+
+
+COMPLIANCE_NOTE = (
+    "Solid: accuracy over all answers (the protocol's number: an answer the task's rule cannot read is "
+    "wrong); dashed: the share of answers the rule could read; dotted: the accuracy among those. A low "
+    "parsed share with a high accuracy among the parsed is a format problem, not a knowledge one."
+)

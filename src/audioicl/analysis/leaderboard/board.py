@@ -1,0 +1,157 @@
+"""What a leaderboard is made of: the results folders scored once (``scoring.score``: the original's rules,
+cluster intervals, format compliance, coverage, the numbers over draws), each results name (``<model>`` of
+``<model>_results_k<k>.jsonl``) an entry of one kind — a model, a control (``<model>+<condition>``, a study
+condition such as ``+random-labels``) or a built-in floor or solver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from audioicl.backends.base import ModelSpec
+from audioicl.errors import AudioICLError
+from audioicl.inference.options import CONDITION_MARK
+from audioicl.inference.record import Record, model_run_record
+from audioicl.scoring.coverage import CoverageRow
+from audioicl.scoring.draws import DrawRow
+from audioicl.scoring.score import (
+    ResultFile,
+    ScoredLine,
+    ScoreOptions,
+    SummaryRow,
+    find_result_files,
+    query_clips_of,
+    score_files,
+)
+
+MODEL, CONTROL, FLOOR = "model", "control", "floor"
+KINDS = (MODEL, CONTROL, FLOOR)  # the page's order
+
+
+@dataclass(frozen=True)
+class RecordFile:
+    """One run record (``<model>_run.json``) found beside an entry's results files."""
+
+    path: Path
+    record: Record
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One results name: ``base`` and ``condition`` split at the first ``+`` (the condition is empty for a plain
+    run), its kind, and the run records of the folders holding its results files."""
+
+    name: str
+    base: str
+    condition: str
+    kind: str
+    records: tuple[RecordFile, ...]
+
+
+@dataclass(frozen=True)
+class Board:
+    """Every entry (by name), the summary rows and coverage of each (name, k), every scored line, and the
+    numbers over draws of each (name, k, task) whose lines hold several."""
+
+    entries: Mapping[str, Entry]
+    rows: tuple[SummaryRow, ...]
+    coverage: Mapping[tuple[str, int], CoverageRow]
+    lines: Mapping[tuple[str, int], tuple[ScoredLine, ...]]
+    folders: tuple[Path, ...]
+    draws: Mapping[tuple[str, int, str], DrawRow]
+
+    def of_kind(self, kind: str) -> list[Entry]:
+        return [entry for entry in self.entries.values() if entry.kind == kind]
+
+    def shots(self, name: str) -> list[int]:
+        return sorted(k for entry, k in self.coverage if entry == name)
+
+    def row(self, name: str, k: int, task: str) -> SummaryRow | None:
+        return self._rows.get((name, k, task))
+
+    @cached_property
+    def _rows(self) -> dict[tuple[str, int, str], SummaryRow]:
+        return {(r.model, r.shots, r.task): r for r in self.rows}
+
+
+def builtin_solvers() -> frozenset[str]:
+    """The names of the built-in solvers (their module registers them when imported)."""
+    from audioicl.backends.builtin import SOLVERS
+
+    return frozenset(SOLVERS)
+
+
+def classify(name: str, spec: str | None, solvers: frozenset[str]) -> tuple[str, str, str]:
+    """(base, condition, kind) of a results name: a control when it carries ``+<condition>``, else a floor when
+    its run record names a ``builtin:`` model (without a record: when its name is a built-in solver's)."""
+    base, mark, condition = name.partition(CONDITION_MARK)
+    if mark:
+        return base, condition, CONTROL
+    if spec is not None:
+        try:
+            builtin = ModelSpec.parse(spec).backend == "builtin"
+        except AudioICLError:
+            builtin = False
+    else:
+        builtin = name in solvers
+    return base, "", FLOOR if builtin else MODEL
+
+
+def find_files(folders: Sequence[Path], shots: Iterable[int] | None = None) -> list[ResultFile]:
+    """The results files of every folder; a folder without any, or a file reached twice (a folder given twice,
+    or inside another one given), is refused."""
+    files: list[ResultFile] = []
+    seen: dict[Path, Path] = {}
+    wanted = None if shots is None else list(shots)
+    for folder in folders:
+        found = find_result_files(folder, shots=wanted)
+        if not found:
+            only = f" for k = {', '.join(map(str, wanted))}" if wanted else ""
+            raise AudioICLError(
+                f"no result files (<model>_results_k<k>.jsonl){only} in this folder", file=str(folder)
+            )
+        for result in found:
+            where = result.path.resolve()
+            if where in seen:
+                raise AudioICLError(
+                    f"results file reached twice (through {seen[where]} and {folder}): give each folder once",
+                    file=str(result.path),
+                )
+            seen[where] = folder
+            files.append(result)
+    return files
+
+
+def _entries(files: Sequence[ResultFile]) -> dict[str, Entry]:
+    folders: dict[str, list[Path]] = {}
+    for result in files:
+        held = folders.setdefault(result.model, [])
+        if result.path.parent not in held:
+            held.append(result.path.parent)
+    solvers = builtin_solvers()
+    entries = {}
+    for name, held in folders.items():
+        records = tuple(
+            RecordFile(*found) for folder in held if (found := model_run_record(folder, name)) is not None
+        )
+        specs = [r.record["model"] for r in records if isinstance(r.record.get("model"), str)]
+        spec = specs[0] if specs else None
+        base, condition, kind = classify(name, spec, solvers)
+        entries[name] = Entry(name, base, condition, kind, records)
+    return entries
+
+
+def load_board(
+    folders: Sequence[Path], data: Path | None = None, shots: Iterable[int] | None = None
+) -> Board:
+    """Score every results file of ``folders`` (against ``data`` when given, else each run record's data root)."""
+    files = find_files(folders, shots)
+    options = ScoreOptions(data=data, query_clips=query_clips_of(data) if data is not None else None)
+    scoring = score_files(files, options, keep_examples=True)
+    lines = {cell: tuple(scored) for cell, scored in scoring.examples.items()}
+    coverage = {(c.model, c.shots): c for c in scoring.coverage}
+    draws = {(d.model, d.shots, d.task): d for d in scoring.draws}
+    return Board(_entries(files), tuple(scoring.rows), coverage, lines, tuple(folders), draws)
