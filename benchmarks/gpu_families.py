@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from audioicl.backends.base import GenerationConfig, ModelSpec
+from audioicl.backends.families import FAMILIES
 from audioicl.backends.hf import HFBackend
 from audioicl.backends.reuse import PARTS
 from audioicl.inference.options import RunOptions
@@ -53,7 +54,8 @@ def _plain_rate(backend: HFBackend, requests, max_new_tokens: int) -> float:
 
 
 def _requests(options: RunOptions, backend: HFBackend, count: int):
-    """The first ``count`` prompts of the run, as the runner makes them (k = 1 file, every task)."""
+    """The first ``count`` prompts of the run, as the runner makes them (k = 1 file, every task, the run's
+    layout)."""
     from audioicl.backends.base import Request
     from audioicl.dataset.meta import read_meta
     from audioicl.prompts.build import build_prompt
@@ -68,7 +70,11 @@ def _requests(options: RunOptions, backend: HFBackend, count: int):
     picked = [ep for task in by_task.values() for ep in task[:1]][:count]
     return [
         Request(
-            f"{ep.id}@k1", ep.id, ep.task, 1, build_prompt(ep, store, family=backend.family, bank=bank).chat
+            f"{ep.id}@k1",
+            ep.id,
+            ep.task,
+            1,
+            build_prompt(ep, store, family=backend.family, bank=bank, layout=options.layout).chat,
         )
         for ep in picked
     ]
@@ -80,6 +86,10 @@ def measure(name: str, args: argparse.Namespace) -> dict:
     model, processor = full_size_model(name, "cuda", torch.bfloat16)
     build_s = time.perf_counter() - built
     reuse = "prefix" if name in PARTS else "off"  # the Qwen families' default, else the processor path
+    # A family that takes one clip per prompt is measured on the labelled single-clip layout (the only one it
+    # can answer); the row says so.
+    one_clip = name in FAMILIES and FAMILIES.get(name).max_clips == 1
+    layout = "single-clip" if one_clip else "original"
     backend = HFBackend.around(f"hf:{name}-full-random", model, processor, reuse=reuse)
     out = Path(tempfile.mkdtemp(prefix=f"gpu-{name}-"))
     options = RunOptions(
@@ -89,6 +99,7 @@ def measure(name: str, args: argparse.Namespace) -> dict:
         batch_size=args.batch_size,
         max_new_tokens=args.max_new_tokens,
         limit=args.limit,
+        layout=layout,
     )
     warm = RunOptions(**{**options.__dict__, "out": out / "warmup", "limit": 1, "shots": (1,)})
     run(warm, report=lambda _: None, backend=backend)
@@ -101,6 +112,8 @@ def measure(name: str, args: argparse.Namespace) -> dict:
     errors = [line for line in lines if line.get("status") == "error"]
     rate = len(lines) / wall
     plain = _plain_rate(backend, _requests(options, backend, args.plain), args.max_new_tokens)
+    if plain == 0:
+        raise RuntimeError("the plain generate loop answered no prompt: compare nothing")
     row = {
         "family": name,
         "build_s": round(build_s, 1),
@@ -115,6 +128,7 @@ def measure(name: str, args: argparse.Namespace) -> dict:
         "whole_benchmark_min": round(FULL_BENCHMARK / rate / 60, 1),
         "reuse": backend.reuse,
         "path": "processor" if backend.processed else "qwen fast path",
+        "layout": layout,
     }
     backend.close()
     del model, processor, backend
@@ -155,6 +169,7 @@ def main() -> None:
     columns = (
         "family",
         "path",
+        "layout",
         "prompts",
         "errors",
         "wall_s",

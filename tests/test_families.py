@@ -2,19 +2,18 @@
 (``audioicl.testing.families``): what the model receives equals what the family's processor makes as its model
 card does it (token for token, value for value); answers do not depend on the batch or its order; the stop
 tokens hold the template's end of turn; an over-long and a corrupt clip are each their own error line; and a
-user's ``build`` → ``run --model hf:DIR`` (every task, k = 1..5) → ``score`` → ``report`` has 0 error lines.
+user's run is in ``e2e/test_families_cli.py``.
 
 The Qwen families have their own (``test_hf_backend``, ``test_reuse``, ``e2e/test_hf_cli``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
-from functools import partial
 from pathlib import Path
 
-import cli
 import numpy as np
 import pytest
 
@@ -23,7 +22,7 @@ for _module in ("torch", "transformers", "torchvision"):
 
 import torch  # noqa: E402
 
-from audioicl import ModelSpec, RunOptions, load_backend, read_meta, run  # noqa: E402
+from audioicl import AudioICLError, ModelSpec, RunOptions, load_backend, read_meta, run  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.backends.families import FAMILIES  # noqa: E402
 from audioicl.backends.rendering import end_of_turn_token  # noqa: E402
@@ -32,33 +31,37 @@ from audioicl.prompts.clips import ClipStore  # noqa: E402
 from audioicl.testing.families import TINY  # noqa: E402
 
 NAMES = TINY.names()
-TASKS = 9
-audioicl = partial(cli.audioicl, timeout=900, rc=0)
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("family-checkpoints")
-    return {name: TINY.get(name).write(root / name, 0) for name in NAMES}
-
-
-@pytest.fixture(scope="module")
-def backends(checkpoints):
+def backends(family_checkpoints):
     loaded = {
         name: load_backend(ModelSpec("hf", str(path)), dtype="fp32", device="cpu")
-        for name, path in checkpoints.items()
+        for name, path in family_checkpoints.items()
     }
     yield loaded
     for backend in loaded.values():
         backend.close()
 
 
-def _requests(data: Path, family: str, k: int = 2, limit: int = 6) -> list[Request]:
-    """The first ``limit`` episodes' prompts at ``k``, as the runner lays them out for ``family``."""
+def _layout(backend) -> str:
+    """The layout a run of ``backend``'s family takes: single-clip where it takes one clip a prompt."""
+    return "single-clip" if backend.model_family.max_clips == 1 else "original"
+
+
+def _requests(data: Path, backend, k: int = 2, limit: int = 6) -> list[Request]:
+    """The first ``limit`` episodes' prompts at ``k``, as the runner lays them out for ``backend``."""
     store = ClipStore(data)
     episodes = read_meta(data / "meta" / f"meta_k{k}.jsonl")[:limit]
+    layout = _layout(backend)
     return [
-        Request(f"{ep.id}@k{k}", ep.id, ep.task, k, build_prompt(ep, store, family=family).chat)
+        Request(
+            f"{ep.id}@k{k}",
+            ep.id,
+            ep.task,
+            k,
+            build_prompt(ep, store, family=backend.family, layout=layout).chat,
+        )
         for ep in episodes
     ]
 
@@ -80,7 +83,7 @@ def _card_conversation(family, chat) -> list[dict]:
 def test_inputs_equal_the_model_cards_processor_call(backends, tiny_dataset, name):
     backend = backends[name]
     family = backend.model_family
-    for request in _requests(tiny_dataset, backend.family, limit=4):
+    for request in _requests(tiny_dataset, backend, limit=4):
         (rendered,), failed = backend.prepare([request])
         assert not failed
         ours = backend.model_inputs([rendered])
@@ -103,7 +106,7 @@ def test_inputs_equal_the_model_cards_processor_call(backends, tiny_dataset, nam
 @pytest.mark.parametrize("name", NAMES)
 def test_answers_do_not_depend_on_the_batch_or_its_order(backends, tiny_dataset, name):
     backend = backends[name]
-    requests = _requests(tiny_dataset, backend.family)
+    requests = _requests(tiny_dataset, backend)
     alone = [backend.generate([r], GenerationConfig(max_new_tokens=6))[0] for r in requests]
     together = backend.generate(requests, GenerationConfig(max_new_tokens=6, batch_size=4))
     backwards = backend.generate(requests[::-1], GenerationConfig(max_new_tokens=6, batch_size=3))[::-1]
@@ -116,9 +119,14 @@ def test_answers_do_not_depend_on_the_batch_or_its_order(backends, tiny_dataset,
 @pytest.mark.parametrize("name", NAMES)
 def test_stop_tokens_hold_the_templates_end_of_turn(backends, name):
     backend = backends[name]
+    tokenizer = backend.processor.tokenizer
+    if backend.model_family.tokenizes_chat:  # no text template: its turns end with the end of sequence
+        assert end_of_turn_token(backend.processor, backend.model_family) is None
+        assert tokenizer.eos_token_id in backend.stop_ids
+        return
     end = end_of_turn_token(backend.processor, backend.model_family)
     assert end is not None, f"{name}: no end-of-turn token found in its chat template"
-    assert backend.processor.tokenizer.convert_tokens_to_ids(end) in backend.stop_ids
+    assert tokenizer.convert_tokens_to_ids(end) in backend.stop_ids
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -129,16 +137,19 @@ def test_an_overlong_and_a_corrupt_clip_are_each_their_own_error_line(
     limit = backend.max_clip_seconds
     meta = fresh_dataset / "meta" / "meta_k1.jsonl"
     episodes = read_meta(meta)
-    corrupt = fresh_dataset / episodes[1].query.clips[0].path
+    corrupt = fresh_dataset / episodes[1].query.clips[0].audio_path
     corrupt.write_bytes(b"RIFF not a wave")
     overlong = None
     if limit is not None:
         import soundfile
 
-        overlong = fresh_dataset / episodes[0].query.clips[0].path
+        overlong = fresh_dataset / episodes[0].query.clips[0].audio_path
         soundfile.write(overlong, np.zeros(int((limit + 1) * 16_000), dtype=np.float32), 16_000)
     out = tmp_path / "results"
-    run(RunOptions(data=fresh_dataset, model=f"hf:{name}", out=out, k=(1,)), backend=backend)
+    run(
+        RunOptions(data=fresh_dataset, model=f"hf:{name}", out=out, shots=(1,), layout=_layout(backend)),
+        backend=backend,
+    )
     lines = [json.loads(x) for x in next(out.glob("*_results_k1.jsonl")).read_text().splitlines()]
     by_id = {line["id"]: line for line in lines}
     assert len(by_id) == len(episodes)
@@ -156,34 +167,16 @@ def test_every_family_is_registered_for_the_backend(name):
     assert family.rendering == "parts" and family.checkpoints
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("families-e2e") / "bench"
-    audioicl("build", "--out", root, "--episodes", 1, "--quiet", "--workers", 1)
-    return root
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_run_score_report_every_task_and_k(built, checkpoints, tmp_path, name):
-    checkpoint = tmp_path / name
-    shutil.copytree(checkpoints[name], checkpoint)
-    out = tmp_path / "results"
-    proc = audioicl(
-        "run",
-        "--data",
-        built,
-        "--model",
-        f"hf:{checkpoint}",
-        "--out",
-        out,
-        "-o",
-        "dtype=fp32",
-        "-o",
-        "device=cpu",
-    )
-    for k in range(1, 6):
-        assert f"k={k}: {TASKS} written (0 errors)" in proc.stdout, proc.stdout
-    scores = tmp_path / "scores" / "summary.csv"
-    audioicl("score", "--in", out, "--out", scores)
-    audioicl("report", "--scores", scores, "--results", out, "--data", built, "--out", tmp_path / "report")
-    assert checkpoint.name in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+def test_a_speech_lora_the_checkpoint_ships_needs_peft(family_checkpoints, tmp_path):
+    """A checkpoint with the family's speech LoRA folder is never run without it: peft loads it, and without
+    peft the load stops, naming the adapter and what to install."""
+    if "phi4-multimodal" not in family_checkpoints:
+        pytest.skip("no Phi-4-multimodal tiny checkpoint")
+    if importlib.util.find_spec("peft") is not None:
+        pytest.skip("peft is installed: the refusal cannot be seen")
+    checkpoint = tmp_path / "phi4"
+    shutil.copytree(family_checkpoints["phi4-multimodal"], checkpoint)
+    (checkpoint / "speech-lora").mkdir()
+    (checkpoint / "speech-lora" / "adapter_config.json").write_text("{}")
+    with pytest.raises(AudioICLError, match="speech LoRA .*speech-lora.*pip install peft"):
+        load_backend(ModelSpec("hf", str(checkpoint)), dtype="fp32", device="cpu")

@@ -44,7 +44,8 @@ class GenerationConfig:
 
 @dataclass(frozen=True)
 class Request:
-    """One prompt and who it belongs to: ``key`` is unique in a run (``<id>@k<k>``)."""
+    """One prompt and who it belongs to: ``key`` is unique in a run (``<id>@k<k>``, followed by ``/d<draw>``,
+    ``/o<order>`` and ``/v<variant>`` for each of a presentation's that is not 0: ``AudioICL00001@k2/d1/v2``)."""
 
     key: str
     episode_id: str

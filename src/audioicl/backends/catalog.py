@@ -28,7 +28,10 @@ NOTES = {
     ("hf", "device"): "cuda when there is one, else cpu",
     ("openai", "base_url"): "--base-url, else $OPENAI_BASE_URL, else this",
     ("openai", "max_clip_seconds"): "none: the server decides",
-    ("vllm", "limit_audio"): "a run counts it from its episodes: demos, query, Morse bank",
+    (
+        "vllm",
+        "limit_audio",
+    ): "counted from the episodes (demos, query, Morse bank), capped by the model's limit",
     ("builtin", "max_clip_seconds"): "none: any length",
 }
 

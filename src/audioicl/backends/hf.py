@@ -27,7 +27,8 @@ default, or over the whole 30 s window as its own forward does: the kept outputs
 padding being masked out of attention), ``reuse`` off|audio|prefix (``reuse``'s module: prefix, the default
 where the family has it, encodes each clip once and computes the prefix an episode's k prompts share once;
 audio only the first; off runs transformers' ``generate`` on every prompt from scratch; sampling always runs
-``generate``).
+``generate``), ``compile`` and ``cuda_graphs`` auto|on|off (the reuse path's fused elementwise kernels and its
+decode step as a CUDA graph, ``graphs``; auto: graphs on where there is a CUDA device, compile off).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -58,9 +60,11 @@ from .base import (
     register_backend,
 )
 from .families import FAMILIES, AudioFamily, family_of
+from .graphs import SPEED_MODES, FastPaths, compile_decoder, compiled_or_eager
 from .processed import PlaceholderMismatch, Rendered, forward_names, model_inputs
 from .rendering import (
     audio_extractor,
+    check_clip_count,
     clip_window_seconds,
     config_sha256,
     decode_answer,
@@ -83,7 +87,18 @@ from .reuse import (
     token_sequence,
 )
 
-OPTIONS = ("seed", "dtype", "device", "attn", "trust_remote_code", "cache", "reuse", "encoder")
+OPTIONS = (
+    "seed",
+    "dtype",
+    "device",
+    "attn",
+    "trust_remote_code",
+    "cache",
+    "reuse",
+    "encoder",
+    "compile",
+    "cuda_graphs",
+)
 CACHES = ("dynamic", "static")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ATTENTION = ("sdpa", "flash_attention_2", "eager")
@@ -111,6 +126,8 @@ class HFSettings:
     cache: str = "dynamic"
     reuse: str | None = None  # None: prefix where the family has the reuse path, else off
     encoder: str = "valid"
+    compile: str = "auto"
+    cuda_graphs: str = "auto"
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> HFSettings:
@@ -136,6 +153,10 @@ class HFSettings:
         encoder = str(options.get("encoder", "valid"))
         if encoder not in ENCODER_WINDOWS:
             raise AudioICLError(f"backend option encoder must be valid or window, got {encoder!r}")
+        speed = {name: str(options.get(name, "auto")) for name in ("compile", "cuda_graphs")}
+        for name, value in speed.items():
+            if value not in SPEED_MODES:
+                raise AudioICLError(f"backend option {name} must be auto, on or off, got {value!r}")
         remote = str(options.get("trust_remote_code", "false")).lower()
         if remote not in ("true", "false", "1", "0", "yes", "no"):
             raise AudioICLError(f"backend option trust_remote_code must be true or false, got {remote!r}")
@@ -148,6 +169,7 @@ class HFSettings:
             cache=cache,
             reuse=None if reuse is None else str(reuse),
             encoder=encoder,
+            **speed,
         )
 
     def reuse_for(self, family: AudioFamily) -> str:
@@ -184,6 +206,7 @@ class Loaded:
     family: AudioFamily
     model_type: str
     config_sha256: str
+    adapter: str | None = None  # the speech LoRA loaded, where the family has one
 
 
 def _model_class(model_type: str, family: AudioFamily | None, config: Any) -> Any:
@@ -239,8 +262,29 @@ def load_checkpoint(name: str, settings: HFSettings, device: torch.device) -> Lo
         raise AudioICLError(f"cannot load the weights of {name}: {exc}") from exc
     finally:
         transformers.logging.set_verbosity(verbosity)
+    adapter = _load_speech_adapter(model, name, family)
     model.eval()
-    return Loaded(model, processor, family, model_type, config_sha256(name, config))
+    return Loaded(model, processor, family, model_type, config_sha256(name, config), adapter)
+
+
+def _load_speech_adapter(model: Any, name: str, family: AudioFamily) -> str | None:
+    """The family's speech LoRA loaded into ``model`` and made active, where the checkpoint folder holds one
+    (the model card does the same; without it the model runs without its speech training): its folder."""
+    if family.adapter is None:
+        return None
+    folder = Path(name).expanduser() / family.adapter
+    if not (folder / "adapter_config.json").is_file():
+        return None
+    try:
+        import peft  # noqa: F401  (transformers' load_adapter needs it)
+    except ModuleNotFoundError:
+        raise AudioICLError(
+            f"{name}: the checkpoint ships a speech LoRA ({folder / 'adapter_config.json'}) that {family.label} "
+            "needs to hear; install peft (pip install peft) to load it"
+        ) from None
+    model.load_adapter(str(folder), adapter_name="speech")
+    model.set_adapter("speech")
+    return str(folder)
 
 
 # --------------------------------------------------------------------------- the backend
@@ -361,6 +405,8 @@ class HFBackend:
     reuse: str = "off"  # reuse.REUSE_MODES
     encoder: str = "valid"  # reuse.ENCODER_WINDOWS: Qwen2-Audio's encoder over the valid frames or the window
     audio_cache_mb: int = 4096  # audio embeddings of the reuse path, on the model's device
+    compile: str = "auto"  # graphs.SPEED_MODES: the reuse path's decoder norms and MLPs compiled
+    cuda_graphs: str = "auto"  # graphs.SPEED_MODES: the reuse path's decode step as a CUDA graph
 
     def __post_init__(self) -> None:
         self.extractor = audio_extractor(self.processor)
@@ -395,6 +441,12 @@ class HFBackend:
         if self.reuse != "off":
             self.parts = PARTS[self.model_family.name](self.model, self.encoder)
         self.embeddings = EmbeddingCache(self.audio_cache_mb * 2**20)
+        self.paths = FastPaths.resolve(self.compile, self.cuda_graphs, self.device)
+        if self.parts is None:  # transformers' generate: neither path applies
+            self.paths.compile = self.paths.cuda_graphs = False
+        elif self.paths.compile:
+            compile_decoder(self.parts.decoder)
+        self.info = {**self.info, **self._paths_info()}
         self._halted = False  # stop() was called: generate returns after the batch in hand
         window = getattr(self.extractor, "n_samples", None)
         reads_valid = self.model_family.encoder_reads_valid_frames or (
@@ -616,21 +668,29 @@ class HFBackend:
     ) -> dict[int, Response]:
         """Greedy answers of the prompts packed in ``rows`` (the reuse path)."""
         assert self.parts is not None
+        parts = self.parts
         with torch.inference_mode():
             audio = self._embeddings(clips)
             started = time.perf_counter()
-            tokens = generate_rows(
-                self.parts,
-                rows,
-                audio,
-                config.max_new_tokens,
-                self.stop_ids,
-                self.pad_token_id,
-                self.model.dtype,
-                self.device,
-                self.seconds,
+            tokens = compiled_or_eager(
+                lambda: generate_rows(
+                    parts,
+                    rows,
+                    audio,
+                    config.max_new_tokens,
+                    self.stop_ids,
+                    self.pad_token_id,
+                    self.model.dtype,
+                    self.device,
+                    self.seconds,
+                    self.paths,
+                ),
+                parts.decoder,
+                self.paths,
             )
         self.seconds["generate"] += time.perf_counter() - started
+        if self.paths.why_not:  # a path fell back during this batch: the record says so
+            self.info = {**self.info, **self._paths_info()}
         responses = {
             member.sequence.index: self._response(
                 tokens[member.sequence.index], len(member.sequence), member.sequence.audio_tokens, config
@@ -644,6 +704,12 @@ class HFBackend:
         )
         self.work["lm_tokens"] += sum(r.usage.output_tokens for r in responses.values())
         return responses
+
+    def _paths_info(self) -> dict[str, Any]:
+        """The fast paths (``graphs.FastPaths.info``) and the MoE experts implementation, for the record."""
+        config = self.model.config.get_text_config()
+        experts = getattr(config, "_experts_implementation", None) if hasattr(config, "num_experts") else None
+        return {**self.paths.info(), **({"experts": experts} if experts else {})}
 
     def _embeddings(self, clips: dict[str, ClipFeatures]) -> dict[str, torch.Tensor]:
         """Each clip's audio embedding, from the cache or through the encoder (longest first, in chunks)."""
@@ -769,12 +835,15 @@ class HFBackend:
         rendered: dict[int, tuple[str, list[AudioPart]]] = {}
         for index, request in enumerate(requests):
             try:
-                text, parts = render_chat(request.chat, self.model_family, self.processor.apply_chat_template)
-                rendered[index] = text, [self._at_model_rate(part) for part in parts]
+                rendered[index] = self._render(request)
             except AudioICLError as exc:
                 responses[index] = Response.failed(f"cannot prepare the prompt: {exc}")
         if self.processed:
-            made = [Rendered(i, text, parts, requests[i].episode_id) for i, (text, parts) in rendered.items()]
+            chats = self.model_family.tokenizes_chat
+            made = [
+                Rendered(i, text, parts, requests[i].episode_id, requests[i].chat if chats else None)
+                for i, (text, parts) in rendered.items()
+            ]
             return made, responses  # type: ignore[return-value]
         self._prefetch([part for _, parts in rendered.values() for part in parts])
         prepared: list[_Prepared] = []
@@ -784,6 +853,17 @@ class HFBackend:
             except (AudioICLError, RuntimeError, ValueError) as exc:  # the processor refused this prompt
                 responses[index] = Response.failed(f"cannot prepare the prompt: {exc}")
         return prepared, responses
+
+    def _render(self, request: Request) -> tuple[str, list[AudioPart]]:
+        """The request's text and clips at the model's rate; a family that makes its inputs from the chat
+        itself (``tokenizes_chat``) has no text here, only its clips counted against its limit."""
+        family = self.model_family
+        if family.tokenizes_chat:
+            parts = list(request.chat.audio_parts())
+            check_clip_count(len(parts), family, family.max_clips)
+            return "", [self._at_model_rate(part) for part in parts]
+        text, parts = render_chat(request.chat, family, self.processor.apply_chat_template)
+        return text, [self._at_model_rate(part) for part in parts]
 
     def _within_context(
         self, prepared: list[_Prepared], new_tokens: int
@@ -823,6 +903,8 @@ class HFBackend:
     def _from_scratch(self, prepared: list[_Prepared], config: GenerationConfig) -> dict[int, Response]:
         prepared = sorted(prepared, key=lambda item: item.length, reverse=True)  # similar lengths together
         size = max(config.batch_size, 1)
+        if self.processed and self.model_family.prompts_per_call is not None:
+            size = min(size, self.model_family.prompts_per_call)  # its processor pads prompts together
         responses: dict[int, Response] = {}
         for start in range(0, len(prepared), size):
             if self._halted:
@@ -882,7 +964,8 @@ def backend_info(loaded: Loaded, settings: HFSettings, device: torch.device) -> 
         "config_sha256": loaded.config_sha256,
         "dtype": str(loaded.model.dtype).removeprefix("torch."),
         "device": str(device),
-        "attn": settings.attn,
+        "attn": loaded.family.attn or settings.attn,
+        "adapter": loaded.adapter,
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
@@ -908,4 +991,6 @@ def make_hf(name: str, **options: object) -> Backend:
         kv_cache=settings.cache,
         reuse=settings.reuse_for(loaded.family),
         encoder=settings.encoder,
+        compile=settings.compile,
+        cuda_graphs=settings.cuda_graphs,
     )

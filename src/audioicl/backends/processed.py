@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from audioicl.errors import AudioICLError
-from audioicl.prompts.chat import AudioPart
+from audioicl.prompts.chat import AudioPart, Chat
 
 from .families import AudioFamily
 
@@ -35,6 +35,7 @@ class Rendered:
     text: str
     clips: list[AudioPart]
     group: str
+    chat: Chat | None = None  # kept for a family that makes its inputs from chats (``tokenizes_chat``)
 
     @property
     def length(self) -> tuple[int, int]:
@@ -60,8 +61,13 @@ def model_inputs(
     dtype: torch.dtype,
 ) -> dict[str, Any]:
     """The model inputs of ``batch`` (left-padded), floating tensors in the model's dtype, on ``device``."""
-    waves = [clip.wave for item in batch for clip in item.clips]
-    out = family.process(processor, [item.text for item in batch], waves, sampling_rate)
+    if family.tokenizes_chat:
+        out = family.chat_inputs(
+            processor, [item.chat for item in batch if item.chat is not None], sampling_rate
+        )
+    else:
+        waves = [clip.wave for item in batch for clip in item.clips]
+        out = family.process(processor, [item.text for item in batch], waves, sampling_rate)
     inputs = {key: _placed(value, device, dtype) for key, value in _items(out) if key in names}
     if "input_ids" not in inputs or "attention_mask" not in inputs:
         raise PlaceholderMismatch(f"the processor of {family.label} returned no input_ids and attention_mask")

@@ -39,19 +39,34 @@ def generic_family(model_type: str, processor: Any) -> AudioFamily:
 TemplateFn = Callable[..., str]
 
 
+class TooManyClips(AudioICLError):
+    """A prompt holds more clips than the model takes in one prompt."""
+
+
+def check_clip_count(clips: int, family: AudioFamily, limit: int | None) -> None:
+    """Refuse a prompt of more than ``limit`` clips (None: any), naming the family's limit."""
+    if limit is not None and clips > limit:
+        raise TooManyClips(
+            f"the prompt holds {clips} clips; {family.label} takes at most {limit} per prompt "
+            "(the single-clip layout joins them: run --layout single-clip)"
+        )
+
+
 def render_chat(
-    chat: Chat, family: AudioFamily, apply_chat_template: TemplateFn
+    chat: Chat, family: AudioFamily, apply_chat_template: TemplateFn, max_clips: int | None = None
 ) -> tuple[str, list[AudioPart]]:
     """The prompt text (chat template applied, generation prompt added) and the clips in the order the model
     hears them. ``apply_chat_template``: the tokenizer's or processor's own method. An inline family's text
-    must hold one placeholder per clip; a parts family's template writes its own (the processor checks)."""
+    must hold one placeholder per clip; a parts family's template writes its own (the processor checks).
+    ``max_clips``: the clips one prompt may hold (default: the family's ``max_clips``)."""
+    clips = list(chat.audio_parts())
+    check_clip_count(len(clips), family, family.max_clips if max_clips is None else max_clips)
     text = apply_chat_template(family.template_messages(chat), tokenize=False, add_generation_prompt=True)
     if not isinstance(text, str):
         raise AudioICLError(
             f"the chat template of {family.label} returned {type(text).__name__}, not text: its family needs "
             "its own rendering (backends/families)"
         )
-    clips = list(chat.audio_parts())
     if family.rendering == "inline":
         found = text.count(family.placeholder)
         if found != len(clips):
@@ -87,24 +102,35 @@ def load_processor(name: str, trust_remote_code: bool = False) -> Any:
             f"{name}: its processor loads as {type(processor).__name__}, with no audio feature extractor; "
             "an audio model's folder needs preprocessor_config.json (and processor_config.json)"
         )
-    if getattr(processor, "tokenizer", None) is not None:
-        processor.tokenizer.padding_side = "left"
+    tokenizer = getattr(processor, "tokenizer", None)
+    if tokenizer is not None:
+        tokenizer.padding_side = "left"
+        if getattr(processor, "chat_template", None) is None and getattr(tokenizer, "chat_template", None):
+            # transformers 5.25 drops the template of a processor whose __init__ does not name it
+            # (Phi-4-multimodal's): the checkpoint's tokenizer holds the same one
+            processor.chat_template = tokenizer.chat_template
     return processor
 
 
 def end_of_turn_token(processor: Any, family: AudioFamily) -> str | None:
     """The special token the chat template writes right after an assistant's text (ChatML's ``<|im_end|>``,
-    Gemma's ``<end_of_turn>``): an answer ends there. None where the template writes none."""
+    Gemma's ``<end_of_turn>``, GLM's next ``<|user|>``): an answer ends there. None where it writes none."""
     marker = "Zq9xMarker"
-    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": marker}]
-    if family.rendering == "parts":
-        messages = [
-            {"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in messages
-        ]
-    try:
-        text = processor.apply_chat_template(messages, tokenize=False)
-    except Exception:  # a template that takes no such conversation (Jinja raises its own errors)
-        return None
+    # a user turn after the assistant's: a template that closes no turn (GLM's) opens the next with its token
+    plain = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": marker},
+        {"role": "user", "content": "hi"},
+    ]
+    parts = [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]} for m in plain]
+    text = None
+    for messages in (parts, plain) if family.rendering == "parts" else (plain,):  # string-only templates too
+        try:
+            text = processor.apply_chat_template(messages, tokenize=False)
+        except Exception:  # a template that takes no such conversation (Jinja raises its own errors)
+            continue
+        if isinstance(text, str) and marker in text:
+            break
     if not isinstance(text, str) or marker not in text:
         return None
     tokenizer = processor.tokenizer

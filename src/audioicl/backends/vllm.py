@@ -2,7 +2,13 @@
 
 The prompt text is ``rendering.render_chat`` with the checkpoint's own chat template (the processor's, as
 the ``hf`` backend renders it), and the clips go to the engine as ``multi_modal_data={"audio": [(wave,
-sr), ...]}`` in the order of their placeholders; vLLM's processor expands the placeholders. Greedy unless
+sr), ...]}`` in the order of their placeholders; vLLM's processor expands the placeholders. An ``inline``
+family (its template takes string contents) whose ``VllmSupport.placeholder`` is set is rendered as vLLM's own
+chat renders it: each clip written in its message's text as that placeholder (``{i}``: the clip's number from
+1, Phi-4-multimodal's ``<|audio_1|>``), the text vLLM's implementation matches. A ``parts`` family's template
+writes its own placeholders, which vLLM's implementation expands by calling the family's processor (Audio
+Flamingo 3's ``<sound>`` before the message's text, as its model card has it); a ``VllmSupport.placeholder``
+stated for it must then appear once per clip in that text, or the prompt is refused. Greedy unless
 the run samples; the answer ends at the family's stop tokens (``rendering.stop_token_ids``, the same as
 the ``hf`` backend's) or at the run's stop strings.
 
@@ -16,7 +22,12 @@ submitted one by one to find which.
 Clips per prompt: vLLM fixes the limit when the engine starts (``limit_mm_per_prompt``), before it sees a
 prompt. The runner hands the factory the run's ``Workload``, whose ``max_audio_per_prompt`` counts the
 selected episodes' demo and query clips plus the Morse bank's 26 where it is shown; ``-o limit_audio=N``
-overrides it (library use without a workload: 32, a 5-shot MorseCode prompt with its bank).
+overrides it (library use without a workload: 32, a 5-shot MorseCode prompt with its bank). The model's own
+limit is known before any weight loads: the family's ``VllmSupport.max_clips`` (``clips_per_prompt_limit``,
+which the runner can read before it starts a backend) and what vLLM's implementation declares
+(``get_supported_mm_limits()`` of its processing info, ``engine_clip_limit``); the engine is started with the
+smaller of the run's count and that limit, a prompt holding more clips is an error line naming the limit (as the
+``hf`` backend's are), and ``-o limit_audio`` above the limit is refused.
 
 Options (``-o KEY=VALUE``): ``dtype`` auto|bf16|fp16|fp32, ``tensor_parallel_size``,
 ``pipeline_parallel_size``, ``gpu_memory_utilization`` (0.9), ``max_model_len`` (8192, the original's
@@ -27,6 +38,7 @@ nodes), ``limit_audio``, ``enforce_eager`` true|false, ``trust_remote_code`` tru
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +47,7 @@ import transformers
 import vllm
 
 from audioicl.errors import AudioICLError
-from audioicl.prompts.chat import AudioPart
+from audioicl.prompts.chat import AudioPart, Chat
 
 from .base import (
     Backend,
@@ -49,6 +61,8 @@ from .base import (
 )
 from .families import AudioFamily, family_of
 from .rendering import (
+    TemplateFn,
+    check_clip_count,
     clip_window_seconds,
     config_sha256,
     decode_answer,
@@ -143,8 +157,9 @@ class VLLMSettings:
             seed=int(options.get("seed", 0)),  # type: ignore[call-overload]
         )
 
-    def engine_args(self, name: str, family: AudioFamily) -> dict[str, Any]:
-        limits = {"audio": self.limit_audio}
+    def engine_args(self, name: str, family: AudioFamily, limit_audio: int | None = None) -> dict[str, Any]:
+        """vLLM's engine arguments; ``limit_audio``: the clips per prompt (default: the run's count)."""
+        limits = {"audio": limit_audio or self.limit_audio}
         if family.thinker_of:  # the Omni thinkers also take images and video: none here, no memory for them
             limits.update(image=0, video=0)
         args: dict[str, Any] = {
@@ -163,6 +178,50 @@ class VLLMSettings:
         if self.distributed_executor_backend:
             args["distributed_executor_backend"] = self.distributed_executor_backend
         return args
+
+
+_CLIP_MARK = "\x00clip\x00"  # stands for a clip while a chat is rendered for a vLLM placeholder
+
+
+def clips_per_prompt_limit(family: AudioFamily) -> int | None:
+    """The clips one prompt may hold on the ``vllm`` backend, as the family states it: ``VllmSupport.max_clips``
+    (read from vLLM's implementation), else the family's own ``max_clips`` (vLLM mostly calls the same
+    transformers processor); None: no stated limit (the engine's declaration is still read at start,
+    ``engine_clip_limit``). Loads nothing and needs no vLLM: a runner can check its workload with it first."""
+    stated = family.vllm.max_clips if family.vllm is not None else None
+    return stated if stated is not None else family.max_clips
+
+
+def render_vllm_chat(
+    chat: Chat, family: AudioFamily, apply_chat_template: TemplateFn, placeholder: str, max_clips: int | None
+) -> tuple[str, list[AudioPart]]:
+    """The prompt text as vLLM's own chat renders an ``inline`` family (``VllmSupport.placeholder``): the
+    family's messages (its system rule kept) with string contents, each clip written as ``placeholder`` numbered
+    from 1 (``{i}``), through the chat template with the generation prompt; and the clips in order."""
+    clips = list(chat.audio_parts())
+    check_clip_count(len(clips), family, max_clips)
+    marked = dataclasses.replace(family, rendering="inline", placeholder=_CLIP_MARK)
+    text = apply_chat_template(marked.template_messages(chat), tokenize=False, add_generation_prompt=True)
+    pieces = text.split(_CLIP_MARK) if isinstance(text, str) else []
+    if len(pieces) != len(clips) + 1:
+        raise AudioICLError(
+            f"the chat template of {family.label} wrote {len(pieces) - 1} of the {len(clips)} clips' placeholders "
+            "(does it drop a message?)"
+        )
+    numbered = [placeholder.format(i=number) for number in range(1, len(clips) + 1)]
+    return "".join(piece + mark for piece, mark in zip(pieces, [*numbered, ""], strict=True)), clips
+
+
+def check_placeholders(text: str, clips: int, placeholder: str, family: AudioFamily) -> None:
+    """Refuse a rendered prompt in which vLLM's placeholder for the family (``{i}``: numbered from 1) does not
+    stand once for each clip: vLLM's processor would find the clips' places wrong."""
+    marks = [placeholder.format(i=number) for number in range(1, clips + 1)]
+    found = text.count(placeholder) if "{i}" not in placeholder else sum(text.count(m) for m in marks)
+    if found != clips:
+        raise AudioICLError(
+            f"the chat template of {family.label} wrote {found} of vLLM's audio placeholders ({placeholder!r}) "
+            f"for {clips} clips"
+        )
 
 
 @dataclass
@@ -193,6 +252,7 @@ class VLLMBackend:
     model_family: AudioFamily
     stop_ids: list[int]
     info: Mapping[str, Any] = field(default_factory=dict)
+    max_clips: int | None = None  # the engine's clips per prompt (None: any)
 
     def __post_init__(self) -> None:
         self.max_clip_seconds = clip_window_seconds(self.processor, self.model_family)
@@ -206,8 +266,15 @@ class VLLMBackend:
         return self.model_family.system_family
 
     def _prepare(self, index: int, request: Request) -> _Prepared:
-        text, clips = render_chat(request.chat, self.model_family, self.processor.apply_chat_template)
-        return _Prepared(index, text, clips, self.model_family.placeholder)
+        family, template = self.model_family, self.processor.apply_chat_template
+        placeholder = family.vllm.placeholder if family.vllm is not None else None
+        if placeholder and family.rendering == "inline":
+            text, clips = render_vllm_chat(request.chat, family, template, placeholder, self.max_clips)
+            return _Prepared(index, text, clips, "")
+        text, clips = render_chat(request.chat, family, template, self.max_clips)
+        if placeholder:
+            check_placeholders(text, len(clips), placeholder, family)
+        return _Prepared(index, text, clips, family.placeholder)
 
     def _sampling(self, config: GenerationConfig) -> Any:
         return vllm.SamplingParams(
@@ -269,6 +336,31 @@ def _generation_eos(name: str, trust_remote_code: bool) -> Any:
         return None
 
 
+def engine_clip_limit(engine_args: Mapping[str, Any], family: AudioFamily) -> int | None:
+    """The clips per prompt the model takes on vLLM, known before any weight loads: the smaller of the family's
+    stated limit (``clips_per_prompt_limit``) and what vLLM's implementation declares (its processing info's
+    ``get_supported_mm_limits()``, read from the checkpoint's config); None: any. Refused where vLLM serves the
+    checkpoint without audio."""
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    try:
+        model_config = vllm.EngineArgs(**engine_args).create_model_config()
+    except (OSError, ValueError) as exc:
+        raise AudioICLError(f"vLLM cannot serve {engine_args['model']}: {exc}") from exc
+    declared = (
+        MULTIMODAL_REGISTRY.get_processing_info(model_config).supported_mm_limits
+        if model_config.is_multimodal_model
+        else {}
+    )
+    if "audio" not in declared:
+        raise AudioICLError(
+            f"vLLM {vllm.__version__} serves {engine_args['model']} ({', '.join(model_config.architectures)}) "
+            "without audio input"
+        )
+    limits = [n for n in (declared["audio"], clips_per_prompt_limit(family)) if n is not None]
+    return min(limits, default=None)
+
+
 @register_backend("vllm")
 def make_vllm(name: str, workload: Workload | None = None, **options: object) -> Backend:
     settings = VLLMSettings.parse(options, workload)
@@ -278,18 +370,26 @@ def make_vllm(name: str, workload: Workload | None = None, **options: object) ->
         raise AudioICLError(f"cannot load the checkpoint {name}: {exc}") from exc
     processor = load_processor(name, settings.trust_remote_code)
     family = family_of(config.model_type) or generic_family(config.model_type, processor)
-    llm = vllm.LLM(**settings.engine_args(name, family))
+    limit = engine_clip_limit(settings.engine_args(name, family), family)
+    if limit is not None and "limit_audio" in options and settings.limit_audio > limit:
+        raise AudioICLError(
+            f"backend option limit_audio={settings.limit_audio}: {family.label} takes at most {limit} clips per "
+            "prompt on vLLM"
+        )
+    limit_audio = settings.limit_audio if limit is None else min(settings.limit_audio, limit)
+    llm = vllm.LLM(**settings.engine_args(name, family, limit_audio))
     info = {
         "model_type": config.model_type,
         "config_sha256": config_sha256(name, config),
         "vllm": vllm.__version__,
         "transformers": transformers.__version__,
         "dtype": str(llm.llm_engine.model_config.dtype).removeprefix("torch."),
-        "limit_audio": settings.limit_audio,
+        "limit_audio": limit_audio,
+        "model_clip_limit": limit,
         "max_model_len": settings.max_model_len,
         "tensor_parallel_size": settings.tensor_parallel_size,
         "pipeline_parallel_size": settings.pipeline_parallel_size,
     }
     eos = _generation_eos(name, settings.trust_remote_code)
     stops = stop_token_ids(processor.tokenizer, eos, end_of_turn_token(processor, family))
-    return VLLMBackend(f"vllm:{name}", llm, processor, family, stops, info)
+    return VLLMBackend(f"vllm:{name}", llm, processor, family, stops, info, max_clips=limit)

@@ -180,11 +180,15 @@ RUN_FIELDS = (
     "seed",
     "name",
     "retry_errors",
+    "strict",
     "order",
     "window",
     "control",
     "probe",
     "allow_missing_audio",
+    "draws",
+    "orders",
+    "prompt_variants",
 )  # the RunOptions fields an option of the same name (dest) sets as it is
 
 

@@ -123,6 +123,34 @@ def _add(sub, exit_on_error: bool = True):
         "those episodes run again; reports how many were removed",
     )
     p.add_argument(
+        "--strict",
+        action="store_true",
+        default=None,
+        help="stop before loading when some prompts hold more clips than the model takes in one prompt "
+        "(default: say which tasks and k, and write an error line for each such prompt)",
+    )
+    p.add_argument(
+        "--draws",
+        type=int,
+        help="demonstration draws per episode: draw 0 shows the file's demos, draw j >= 1 a seeded re-draw "
+        "(from the run seed, the episode id and j) of which demos are shown and in what order, from the "
+        "episode's demos in the largest k file, nested across k; at the largest k a draw re-orders the "
+        "demos. Each draw is its own line with a 'draw' field (default: 1, no field)",
+    )
+    p.add_argument(
+        "--orders",
+        type=int,
+        help="demo orders per draw: order 0 the draw's own, order o >= 1 a seeded permutation of its demos; "
+        "each its own line with an 'order' field (default: 1, no field)",
+    )
+    p.add_argument(
+        "--prompt-variants",
+        type=int,
+        help="instruction variants per prompt: variant 0 the run's wording (--style, --prompts), variants "
+        "1.. our paraphrases of each instruction (same answer format); each its own line with a 'variant' "
+        "field (default: 1, no field)",
+    )
+    p.add_argument(
         "--control",
         choices=CONTROLS.names(),
         help="a study condition, applied to every prompt before the backend sees it: "

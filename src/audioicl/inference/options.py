@@ -12,6 +12,7 @@ from audioicl.backends import ModelSpec
 from audioicl.errors import AudioICLError
 from audioicl.prompts.chat import Layout
 from audioicl.prompts.clips import MorseBankMode, PadMode
+from audioicl.prompts.draws import Variations
 from audioicl.prompts.sets import Style
 from audioicl.seeding import derive_seed
 
@@ -73,11 +74,15 @@ class RunOptions:
     name: str | None = None  # the <model> of the file names; default: the model name's last component
     backend_options: Mapping[str, str] = field(default_factory=dict)
     retry_errors: bool = False  # drop the selected episodes' error lines first, so they run again
+    strict: bool = False  # refuse, before loading, prompts of more clips than the model takes
     order: RunOrder = "episode"  # episode: an episode's k lines together; k: one k file after another
     window: int | None = None  # prompts per backend call (sorted by length there); None: 4 batches
     control: str | None = None  # a study condition (``prompts.controls.CONTROLS``), part of the model name
     probe: bool = False  # perception probes (``probes``) instead of the task, at k = 0
     allow_missing_audio: bool = False  # run although clips are missing: their episodes get error lines
+    draws: int = 1  # demonstration draws per episode (``prompts.draws``); 1: the file's demos only
+    orders: int = 1  # demo orders per draw; 1: the draw's own order
+    prompt_variants: int = 1  # instruction variants (``prompts.sets.prompt_variants``); 1: the run's wording
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):
@@ -88,9 +93,19 @@ class RunOptions:
                 object.__setattr__(self, name, Path(value))
 
     @property
+    def variations(self) -> Variations:
+        """The presentations each episode gets: draws x orders x instruction variants."""
+        return Variations(self.draws, self.orders, self.prompt_variants)
+
+    @property
     def condition(self) -> str | None:
-        """The study condition: a control's name, ``probe``, or None for the task itself."""
-        return "probe" if self.probe else self.control
+        """The study condition: a control's name or ``probe``, then ``single-clip`` for that layout (it changes
+        what is measured); None for the task itself."""
+        parts = [
+            "probe" if self.probe else self.control,
+            "single-clip" if self.layout == "single-clip" else None,
+        ]
+        return CONDITION_MARK.join(part for part in parts if part) or None
 
     @property
     def model_name(self) -> str:

@@ -9,7 +9,12 @@ platform, host, process id, audioicl version, and the git commit of the installe
 git checkout, with whether that tree had changes) and ``timing`` (``started``, ``backend_loaded`` and
 ``finished`` as UTC ISO times, ``wall_s`` and the ``outcome``: completed; stopped, by an error, with
 ``stopped_by`` its text; or interrupted, by a signal (Ctrl-C, SIGTERM), with ``signal`` its name; a run that
-was killed has no ``finished``)."""
+was killed has no ``finished``).
+
+A run with ``--draws``, ``--orders`` or ``--prompt-variants`` above 1 records them in its entry of ``runs``
+(``variations``: the counts, how each draw's and order's generator is seeded from the run seed, the meta file
+draws take their pool from and the sha256 of each instruction variant file used); they are no ``settings``,
+so that a later run may add draws to the same folder."""
 
 from __future__ import annotations
 
@@ -36,6 +41,8 @@ from audioicl.dataset.meta import k_of
 from audioicl.dataset.sidecar import Sidecar
 from audioicl.errors import AudioICLError, Stopped
 from audioicl.files import FileLock, write_atomic
+from audioicl.prompts.draws import DRAW_SEED, ORDER_SEED
+from audioicl.prompts.sets import variant_files
 
 from .options import RunOptions
 
@@ -180,9 +187,36 @@ def run_settings(options: RunOptions) -> dict[str, Any]:
     return settings
 
 
-def new_run_record(options: RunOptions, metas: Mapping[int, Path], sidecar: Sidecar | None = None) -> Record:
-    """This run's record: what its lines depend on, and (in ``runs``) what it selected. The transcripts a
-    ``transcript`` run shows are a setting: the sidecar's sha256, or ``perceived`` without one."""
+def variations_entry(options: RunOptions, pool_file: Path | None) -> dict[str, Any]:
+    """The ``variations`` block of a run's entry: the counts, the seeds (``seeding.rng_for`` of these names),
+    the pool's meta file and the variant files."""
+    entry: dict[str, Any] = {
+        "draws": options.draws,
+        "orders": options.orders,
+        "prompt_variants": options.prompt_variants,
+        "seeds": {
+            "draw": ["seed", DRAW_SEED, "<id>", "<draw>"],
+            "order": ["seed", ORDER_SEED, "<id>", "<draw>", "<k>", "<order>"],
+            "seed": options.seed,
+        },
+    }
+    if pool_file is not None:
+        entry["pool"] = {"file": pool_file.name, "sha256": _sha256_file(pool_file)}
+    if options.prompt_variants > 1:
+        used = variant_files()[: options.prompt_variants - 1]
+        entry["variant_files"] = {str(v): _sha256_file(path) for v, path in enumerate(used, start=1)}
+    return entry
+
+
+def new_run_record(
+    options: RunOptions,
+    metas: Mapping[int, Path],
+    sidecar: Sidecar | None = None,
+    pool_file: Path | None = None,
+) -> Record:
+    """This run's record: what its lines depend on, and (in ``runs``) what it selected and (``variations``,
+    only when asked for) its draws, orders and instruction variants. The transcripts a ``transcript`` run
+    shows are a setting: the sidecar's sha256, or ``perceived`` without one."""
     settings = run_settings(options)
     if options.control == "transcript":
         settings["transcripts"] = sidecar.sha256 if sidecar else "perceived"
@@ -207,6 +241,7 @@ def new_run_record(options: RunOptions, metas: Mapping[int, Path], sidecar: Side
                 "retry_errors": options.retry_errors,
                 "audioicl_version": __version__,
                 **({"k0_from": metas[0].name} if 0 in metas and k_of(metas[0]) != 0 else {}),
+                **({"variations": variations_entry(options, pool_file)} if options.variations.varied else {}),
                 "environment": run_environment(),
                 "timing": {"started": utc_now()},
             }

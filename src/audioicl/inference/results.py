@@ -6,6 +6,10 @@ a write the system refuses (full disk, quota, file-size limit) is cut back to th
 process killed mid-write can leave one half-written last line, which ``ResultsLog.open`` cuts off (reporting
 it) before appending. ``read_result_lines`` is the one way a results file is split into lines (the scorer's too).
 
+A line is one presentation of an episode: its identity (``LineKey``, what resume, retries, shards and merge
+go by) is its ``id`` with its integer fields ``draw``, ``order`` and ``variant`` (``prompts.draws``), each 0
+where the line has none, as every line of a run without ``--draws/--orders/--prompt-variants`` has.
+
 Next to a model's results files, ``<model>_run.json`` records how they were made (``record``).
 """
 
@@ -15,7 +19,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ from typing import Any
 from audioicl.dataset.meta import find_meta_files, iter_meta, json_limit_problem
 from audioicl.errors import AudioICLError, refuse_duplicate_ids, write_failed
 from audioicl.files import check_output, lock_path, read_lock, write_atomic, writing
+from audioicl.prompts.draws import VARIATION_FIELDS, Variation
 from audioicl.records import Result
 
 from .record import Record, dumps_record, folder_run_records, record_conflicts, record_shard, run_record_name
@@ -32,6 +37,19 @@ RESULTS_PATTERN = re.compile(r"^(?P<model>.+?)_results_(?:meta_)?k(?P<k>\d+)\.js
 
 def results_name(model: str, k: int) -> str:
     return f"{model}_results_k{k}.jsonl"
+
+
+@dataclass(frozen=True, order=True)
+class LineKey:
+    """What a line answers: an episode (``id``) in one presentation (``variation``)."""
+
+    id: str
+    variation: Variation = Variation()
+
+    def __str__(self) -> str:
+        if self.variation == Variation():
+            return self.id
+        return f"{self.id} ({self.variation.describe()})"
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,23 @@ class ResultLine:
     @property
     def id(self) -> str:
         return self.data["id"]
+
+    @property
+    def key(self) -> LineKey:
+        """The line's identity; a ``draw``, ``order`` or ``variant`` that is not a non-negative integer is
+        refused naming the file and line."""
+        values = {}
+        for name in VARIATION_FIELDS:
+            value = self.data.get(name, 0)
+            if type(value) is not int or value < 0:
+                raise AudioICLError(
+                    f"{name!r} must be a non-negative integer, got {value!r}",
+                    file=str(self.file),
+                    line=self.line,
+                    id=self.id,
+                )
+            values[name] = value
+        return LineKey(self.id, Variation(**values))
 
 
 def _parse_line(text: str, path: Path, number: int) -> ResultLine:
@@ -140,11 +175,16 @@ class ResultsLog:
             path.parent.mkdir(parents=True, exist_ok=True)
             repaired = repair_tail(path)
         existing = list(iter_results(path)) if path.exists() else []
-        refuse_duplicate_ids(((line.id, line.line) for line in existing), str(path))
+        refuse_duplicate_ids(((str(line.key), line.line) for line in existing), str(path))
         return cls(path, existing, repaired)
 
     def done_ids(self) -> set[str]:
+        """The episodes with a line, in any presentation."""
         return {line.id for line in self.existing}
+
+    def done_keys(self) -> set[LineKey]:
+        """The (episode, presentation) pairs with a line: what a resumed run skips."""
+        return {line.key for line in self.existing}
 
     def append(self, results: Iterable[Result]) -> None:
         """Append whole lines in one write of their bytes, then fsync, so a crash loses at most the batch in
@@ -174,12 +214,19 @@ class ResultsLog:
             os.close(fd)
 
 
-def drop_error_lines(path: Path, ids: set[str]) -> int:
-    """Rewrite ``path`` atomically without its ``status: "error"`` lines for ``ids``, so those episodes
-    run again; every other line is kept byte for byte. Returns how many lines went. Hold the file's lock."""
+def drop_error_lines(
+    path: Path, ids: Collection[str], variations: Collection[Variation] = (Variation(),)
+) -> int:
+    """Rewrite ``path`` atomically without its ``status: "error"`` lines of ``ids`` in ``variations`` (the
+    presentations the run asks), so those run again; every other line is kept byte for byte. Returns how
+    many lines went. Hold the file's lock."""
     if not path.exists():
         return 0
-    drop = {line.line for line in iter_results(path) if line.id in ids and line.data.get("status") == "error"}
+    drop = {
+        line.line
+        for line in iter_results(path)
+        if line.id in ids and line.data.get("status") == "error" and line.key.variation in variations
+    }
     if not drop:
         return 0
     with path.open(encoding="utf-8", newline="") as handle:  # the line numbering of iter_results
@@ -258,29 +305,43 @@ def _dataset_order(data: Path, k: int) -> list[str]:
     return [entry.episode.id for entry in iter_meta(metas[k])]
 
 
-def _check_coverage(name: str, lines: dict[str, ResultLine], order: list[str], data: Path) -> None:
-    expected = set(order)
-    missing = [i for i in order if i not in lines]
-    extra = sorted(set(lines) - expected)
+def _check_coverage(name: str, lines: dict[LineKey, ResultLine], order: list[LineKey], data: Path) -> None:
+    """Every dataset episode in every presentation the lines hold (``order``) has a line, and no line is of
+    an id outside the dataset."""
+    missing = [key for key in order if key not in lines]
+    extra = sorted(set(lines) - set(order))
     if missing:
+        what = (
+            "episode(s)" if {key.variation for key in order} == {Variation()} else "(episode, presentation)s"
+        )
         raise AudioICLError(
-            f"{name}: {len(missing)} episode(s) of the dataset have no result (first: {missing[0]})",
+            f"{name}: {len(missing)} {what} of the dataset have no result (first: {missing[0]})",
             file=str(data),
         )
     if extra:
         first = lines[extra[0]]
         raise AudioICLError(
-            f"{name}: {len(extra)} id(s) are not in the dataset",
+            f"{name}: {len({key.id for key in extra})} id(s) are not in the dataset",
             file=str(first.file),
             line=first.line,
             id=first.id,
         )
 
 
+def _merged_order(lines: Collection[LineKey], data: Path | None, k: int) -> list[LineKey]:
+    """The merged file's lines: in dataset order with ``data`` (each episode in every presentation any line
+    has, in order), else sorted by id and presentation."""
+    if data is None:
+        return sorted(lines)
+    variations = sorted({key.variation for key in lines})
+    return [LineKey(i, variation) for i in _dataset_order(data, k) for variation in variations]
+
+
 def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> list[MergedFile]:
-    """Join the results files of shard folders into ``out``, one file per model and k, refusing an id
-    given twice and (with ``data``) any dataset episode without a result. Lines come in dataset order
-    with ``data``, else by id. Writes ``out/<model>_run.json`` from the shards' records of each model."""
+    """Join the results files of shard folders into ``out``, one file per model and k, refusing a line
+    (an id in one presentation) given twice and (with ``data``) any dataset episode without a line in each
+    presentation the files hold. Lines come in dataset order with ``data``, else by id (each id's
+    presentations in order). Writes ``out/<model>_run.json`` from the shards' records of each model."""
     check_output(out, "--out", folder=True)
     resolved = [f.resolve() for f in folders]
     twice = sorted({str(f) for f in folders if resolved.count(f.resolve()) > 1})
@@ -296,26 +357,26 @@ def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> li
     names = sorted({name for files in per_folder.values() for name in files})
     merged: dict[str, list[ResultLine]] = {}
     for name in names:
-        lines: dict[str, ResultLine] = {}
+        lines: dict[LineKey, ResultLine] = {}
         for files in per_folder.values():
             if name not in files:
                 continue
             for line in iter_results(files[name]):
-                if line.id in lines:
-                    first = lines[line.id]
+                key = line.key
+                if key in lines:
+                    first = lines[key]
+                    what = "id" if key.variation == Variation() else f"id in {key.variation.describe()}"
                     raise AudioICLError(
-                        f"id given twice (also {first.file}:{first.line})",
+                        f"{what} given twice (also {first.file}:{first.line})",
                         file=str(line.file),
                         line=line.line,
                         id=line.id,
                     )
-                lines[line.id] = line
+                lines[key] = line
+        order = _merged_order(lines, data, int(RESULTS_PATTERN.match(name)["k"]))  # type: ignore[index]
         if data is not None:
-            order = _dataset_order(data, int(RESULTS_PATTERN.match(name)["k"]))  # type: ignore[index]
             _check_coverage(name, lines, order, data)
-        else:
-            order = sorted(lines)
-        merged[name] = [lines[i] for i in order]
+        merged[name] = [lines[key] for key in order]
     out.mkdir(parents=True, exist_ok=True)
     clashes = [name for name in names if (out / name).exists()]
     if clashes:

@@ -25,6 +25,12 @@ An episode whose audio cannot be read (missing, with ``allow_missing_audio``), o
 backend accepts, gets a line with ``status: "error"`` and the reason; it is never skipped. Error lines stay in
 the log (a rerun reports them) unless ``retry_errors`` removes them first so that their episodes run again.
 
+With ``draws``, ``orders`` or ``prompt_variants`` above 1 (``prompts.draws``, ``prompts.sets.prompt_variants``)
+each episode is asked in every presentation (demonstration draw x demo order x instruction variant), each its
+own line in the same log with its ``draw``, ``order`` and ``variant`` fields (only those asked for above 1); a
+line's identity for resume and retries is (id, draw, order, variant), absent fields being 0, so a plain run's
+lines are draw 0 of a later ``--draws 3`` run, which adds only draws 1 and 2.
+
 A write the system refuses (a full disk) stops the run with ``WriteFailed``, the results file cut back to its
 last whole line; a signal (``stopping``) stops it after the window in hand, raising ``Stopped``. Either way the
 logs are closed, the run record gets the outcome and the locks are released; the same command resumes.
@@ -52,6 +58,7 @@ from audioicl.backends.base import (
     Workload,
     check_model,
 )
+from audioicl.backends.families.registry import declared_clip_limit
 from audioicl.dataset.meta import find_meta_files, iter_meta, k_of, resolve_audio_path
 from audioicl.dataset.sidecar import Sidecar, load_sidecar
 from audioicl.errors import AudioICLError, refuse_duplicate_ids
@@ -60,15 +67,16 @@ from audioicl.prompts.build import Prompt, build_prompt
 from audioicl.prompts.chat import AudioPart, Chat, render_text
 from audioicl.prompts.clips import MORSE_TASK, ClipStore, load_morse_bank, pad_chats
 from audioicl.prompts.controls import CONTROLS, Control, ControlContext, swap_partners
+from audioicl.prompts.draws import Variation, demo_pool, present
 from audioicl.prompts.probes import PROBE_SET, probe
-from audioicl.prompts.sets import PromptSet, load_prompt_set, system_family
-from audioicl.records import Episode, Result
+from audioicl.prompts.sets import PromptSet, load_prompt_set, prompt_variants, system_family
+from audioicl.records import Demo, Episode, Result
 from audioicl.tasks import TASKS
 
 from .options import RUN_ORDERS, Report, RunOptions, RunOrder, Shard
 from .progress import Progress
 from .record import new_run_record, timed_run, update_run_record, with_backend
-from .results import ResultsLog, drop_error_lines, results_name
+from .results import LineKey, ResultsLog, drop_error_lines, results_name
 from .stopping import StopRequest
 
 
@@ -197,14 +205,22 @@ def _too_long(prompt: Prompt, limit: float | None) -> str | None:
 
 @dataclass(frozen=True)
 class Work:
-    """One line to write: an episode as its k file has it."""
+    """One line to write: an episode as its k file has it, or (``variation``) in another presentation, its
+    demos already drawn and ordered (``prompts.draws.present``); ``fields``: the variation fields the line
+    carries (those the run asks for more than one of)."""
 
     k: int
     episode: Episode
+    variation: Variation = Variation()
+    fields: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
-        return f"{self.episode.id}@k{self.k}"
+        return f"{self.episode.id}@k{self.k}{self.variation.key_suffix}"
+
+    @property
+    def line_key(self) -> LineKey:
+        return LineKey(self.episode.id, self.variation)
 
 
 @dataclass
@@ -237,6 +253,7 @@ class PromptMaker:
     clips: ClipStore
     max_clip_seconds: float | None
     study: StudySetup = field(default_factory=lambda: StudySetup())
+    variants: tuple[PromptSet, ...] = ()  # instruction variants 1.. (``prompt_variants``); 0 is prompt_set
 
     def prepare(self, work: Work) -> _Prepared:
         problem = self.study.problems.get(work.episode.id)
@@ -249,7 +266,9 @@ class PromptMaker:
                 style=self.options.style,
                 layout=self.options.layout,
                 family=self.family,
-                prompt_set=self.prompt_set,
+                prompt_set=self.variants[work.variation.variant - 1]
+                if work.variation.variant
+                else self.prompt_set,
                 bank=self.bank,
             )
             if self.study.control is not None:
@@ -269,7 +288,12 @@ class PromptMaker:
 
 def _line(work: Work, model: str, fields: dict[str, Any]) -> Result:
     response = fields.pop("response")
-    extra = {**fields, "k": work.k, "model": model}
+    extra = {
+        **fields,
+        "k": work.k,
+        "model": model,
+        **{name: getattr(work.variation, name) for name in work.fields},
+    }
     return Result(work.episode.id, work.episode.task, response, work.episode.query.label, extra)
 
 
@@ -416,26 +440,23 @@ def windows(items: Sequence[Work], size: int, whole_episodes: bool = False) -> I
         start = end
 
 
-def order_work(pending: Mapping[int, Sequence[Episode]], order: RunOrder) -> list[Work]:
-    """``k``: all of k=1's episodes, then k=2's ... ``episode``: each episode's k lines together, episodes
+def order_work(pending: Mapping[int, Sequence[Work]], order: RunOrder) -> list[Work]:
+    """``k``: all of k=1's work, then k=2's ... ``episode``: each episode's k lines together, episodes
     in the order they first appear in the k files (smallest k first), so the clips and prompt prefixes
-    that an episode's k files share are handled together."""
-    work = [Work(k, ep) for k in sorted(pending) for ep in pending[k]]
+    that an episode's k files share are handled together; an episode's presentations in order, its k
+    lines together (draw j at k = 2 is a prefix of draw j at k = 5)."""
+    work = [item for k in sorted(pending) for item in pending[k]]
     if order == "k":
         return work
     first_seen: dict[str, int] = {}
     for item in work:
         first_seen.setdefault(item.episode.id, len(first_seen))
-    return sorted(work, key=lambda item: (first_seen[item.episode.id], item.k))
+    return sorted(work, key=lambda item: (first_seen[item.episode.id], item.variation, item.k))
 
 
 def workload(selected: Mapping[int, Sequence[Episode]], bank: Sequence[AudioPart]) -> Workload:
     """What the selected episodes will ask: their number, and the most clips one prompt holds."""
-    counts = [
-        sum(1 for _ in ep.clips()) + (len(bank) if ep.task == MORSE_TASK else 0)
-        for episodes in selected.values()
-        for ep in episodes
-    ]
+    counts = [prompt_clips(ep, bank) for episodes in selected.values() for ep in episodes]
     return Workload(prompts=len(counts), max_audio_per_prompt=max(counts, default=0))
 
 
@@ -460,6 +481,15 @@ def _validate(options: RunOptions) -> None:
         raise AudioICLError("--probe runs at k = 0 only (each query clip asked zero-shot); drop --k")
     if options.probe and options.style != "specific":
         raise AudioICLError("--probe asks its own question; --style does not apply")
+    for flag, count in (("--draws", options.draws), ("--orders", options.orders)):
+        if count < 1:
+            raise AudioICLError(f"{flag} must be at least 1, got {count}")
+    if options.probe and options.variations.varied:
+        raise AudioICLError(
+            "--probe asks each query zero-shot; --draws, --orders and --prompt-variants do not apply"
+        )
+    if options.style == "none" and options.prompt_variants > 1:
+        raise AudioICLError("--style none shows no instruction; --prompt-variants has nothing to vary")
 
 
 def _study_episodes(
@@ -562,8 +592,10 @@ def _check_clips(options: RunOptions, selected: Mapping[int, Sequence[Episode]],
 
 @dataclass(frozen=True)
 class RunPlan:
-    """What ``preflight`` read and checked: each k's meta file, the sidecar, each k's selected episodes, the
-    study condition's setup, the prompt set and the Morse bank."""
+    """What ``preflight`` read and checked: each k's meta file, the sidecar, each k's selected episodes and
+    the work they make (each episode in each presentation the run asks), the study condition's setup, the
+    prompt set (and its instruction variants 1..), the Morse bank, and the meta file draws take their pool
+    from (None without draws)."""
 
     metas: Mapping[int, Path]
     sidecar: Sidecar | None
@@ -571,6 +603,59 @@ class RunPlan:
     study: StudySetup
     prompt_set: PromptSet
     bank: tuple[AudioPart, ...]
+    work: Mapping[int, list[Work]] = field(default_factory=dict)
+    variants: tuple[PromptSet, ...] = ()
+    pool_file: Path | None = None
+
+
+def _pools(
+    options: RunOptions, selected: Mapping[int, Sequence[Episode]], report: Report
+) -> tuple[Path | None, dict[int, dict[str, tuple[Demo, ...]]]]:
+    """The largest k meta file of the dataset and, per k, each selected episode's pool of demos
+    (``prompts.draws.demo_pool``); an episode whose demos are not the first k of its record there (not
+    nested) draws from its own demos, and is counted in a warning."""
+    if options.draws == 1:
+        return None, {}
+    found = find_meta_files(options.data)
+    largest_file = found[max(found)]
+    largest = {ep.id: ep for ep in _read_episodes(largest_file)}
+    pools: dict[int, dict[str, tuple[Demo, ...]]] = {}
+    for k, episodes in selected.items():
+        pools[k], own = {}, 0
+        for ep in episodes:
+            pool = demo_pool(ep, largest.get(ep.id))
+            own += pool is None
+            pools[k][ep.id] = ep.demos if pool is None else pool
+        if own:
+            report(
+                f"warning: k={k}: {own} episode(s) are not the first {k} demos of their record in "
+                f"{largest_file.name} (not nested); their draws re-order their own demos"
+            )
+    return largest_file, pools
+
+
+def _plan_work(
+    options: RunOptions,
+    selected: Mapping[int, Sequence[Episode]],
+    pools: Mapping[int, Mapping[str, tuple[Demo, ...]]],
+) -> dict[int, list[Work]]:
+    """Each k's work: every selected episode in every presentation (``options.variations``), in file order,
+    an episode's presentations together."""
+    variations = options.variations
+    fields = variations.fields
+    return {
+        k: [
+            Work(
+                k,
+                present(ep, pools.get(k, {}).get(ep.id, ep.demos), options.seed, variation),
+                variation,
+                fields,
+            )
+            for ep in episodes
+            for variation in variations
+        ]
+        for k, episodes in selected.items()
+    }
 
 
 def preflight(
@@ -595,11 +680,53 @@ def preflight(
             _check_tasks(options.tasks, {ep.task for ep in read})
         selected[k] = select_episodes(read, options.tasks, options.limit, options.shard)
     prompt_set = _prompt_set(options)
+    variants = prompt_variants(prompt_set, options.prompt_variants)[1:]
     bank = load_morse_bank(options.data, options.morse_bank)
-    _check_clips(options, selected, report)
+    pool_file, pools = _pools(options, selected, report)
+    work = _plan_work(options, selected, pools)
+    _check_clips(options, shown_episodes(work), report)
+    if model != "none":
+        _check_clip_count(options, shown_episodes(work), bank, report)
     if model == "import":
         check_model(options.model)
-    return RunPlan(metas, sidecar, selected, study, prompt_set, bank)
+    return RunPlan(metas, sidecar, selected, study, prompt_set, bank, work, variants, pool_file)
+
+
+def prompt_clips(episode: Episode, bank: Sequence[AudioPart]) -> int:
+    """The clips one prompt of ``episode`` holds: its demo and query clips, and the Morse bank's."""
+    return sum(1 for _ in episode.clips()) + (len(bank) if episode.task == MORSE_TASK else 0)
+
+
+def _check_clip_count(
+    options: RunOptions, shown: Mapping[int, Sequence[Episode]], bank: Sequence[AudioPart], report: Report
+) -> None:
+    """Before loading: where the checkpoint's family takes fewer clips per prompt than some prompts hold,
+    say which tasks and k (those prompts become error lines), or stop with ``--strict``."""
+    declared = declared_clip_limit(options.model.backend, options.model.name)
+    if declared is None or options.layout == "single-clip":
+        return
+    family, limit = declared
+    over: dict[tuple[int, str], list[int]] = {}
+    for k, episodes in shown.items():
+        for episode in episodes:
+            clips = prompt_clips(episode, bank)
+            if clips > limit:
+                over.setdefault((k, episode.task), []).append(clips)
+    if not over:
+        return
+    cells = "; ".join(
+        f"k={k} {task}: {len(counts)} prompts of up to {max(counts)} clips"
+        for (k, task), counts in sorted(over.items())
+    )
+    message = f"{options.model} ({family.label}) takes at most {limit} clip(s) per prompt: {cells}"
+    if options.strict:
+        raise AudioICLError(f"{message} (--strict; --layout single-clip joins a prompt's clips into one)")
+    report(f"warning: {message}; these prompts become error lines (--layout single-clip joins their clips)")
+
+
+def shown_episodes(work: Mapping[int, Sequence[Work]]) -> dict[int, list[Episode]]:
+    """Each k's episodes as the work shows them (drawn demos), for the clip check and the workload."""
+    return {k: [item.episode for item in items] for k, items in work.items()}
 
 
 def _prompt_set(options: RunOptions) -> PromptSet:
@@ -646,7 +773,7 @@ def _run_in(
     noted (``stop``) and acted on between windows, except while the backend loads, when it stops the run at
     once."""
     selected, bank, study, prompt_set = plan.selected, plan.bank, plan.study, plan.prompt_set
-    record = new_run_record(options, plan.metas, plan.sidecar)
+    record = new_run_record(options, plan.metas, plan.sidecar, plan.pool_file)
 
     locks = [FileLock(folder / results_name(options.model_name, k)) for k in selected]
     acquired: list[FileLock] = []
@@ -660,16 +787,26 @@ def _run_in(
         update_run_record(folder, record, write=False)
         with stop.immediate():
             backend = given or load_backend(
-                options.model, workload(selected, bank), seed=options.seed, **options.backend_options
+                options.model,
+                workload(shown_episodes(plan.work), bank),
+                seed=options.seed,
+                **options.backend_options,
             )
         stop.backend = backend
         update_run_record(folder, with_backend(record, backend))
         with timed_run(folder, record):  # the entry's finish, wall time and outcome, however it ends
             family = getattr(backend, "family", None) or system_family(options.model.name)
             maker = PromptMaker(
-                options, prompt_set, family, bank, ClipStore(options.data), backend.max_clip_seconds, study
+                options,
+                prompt_set,
+                family,
+                bank,
+                ClipStore(options.data),
+                backend.max_clip_seconds,
+                study,
+                plan.variants,
             )
-            return _run_all(maker, backend, selected, folder, report, stop)
+            return _run_all(maker, backend, plan.work, folder, report, stop)
     finally:
         stop.backend = None
         if backend is not None and given is None:
@@ -679,29 +816,31 @@ def _run_in(
 
 
 def _open_logs(
-    options: RunOptions, selected: Mapping[int, list[Episode]], folder: Path, report: Report
-) -> tuple[dict[int, ResultsLog], dict[int, KSummary], dict[int, list[Episode]]]:
-    """Each k's results log (repaired, error lines dropped when retrying), summary and pending episodes."""
+    options: RunOptions, work: Mapping[int, list[Work]], folder: Path, report: Report
+) -> tuple[dict[int, ResultsLog], dict[int, KSummary], dict[int, list[Work]]]:
+    """Each k's results log (repaired, error lines dropped when retrying), summary and pending work (the
+    lines, by id and presentation, that the log does not hold)."""
     logs: dict[int, ResultsLog] = {}
     summaries: dict[int, KSummary] = {}
-    pending: dict[int, list[Episode]] = {}
-    for k, episodes in selected.items():
+    pending: dict[int, list[Work]] = {}
+    variations = set(options.variations)
+    for k, items in work.items():
         path = folder / results_name(options.model_name, k)
         log = ResultsLog.open(path)
-        summary = KSummary(k, path, selected=len(episodes), repaired=log.repaired)
+        summary = KSummary(k, path, selected=len(items), repaired=log.repaired)
         if log.repaired:
             report(f"warning: {log.repaired}")
-        wanted = {ep.id for ep in episodes}
+        wanted = {item.line_key for item in items}
         if options.retry_errors:
-            summary.retried = drop_error_lines(path, wanted)
+            summary.retried = drop_error_lines(path, {key.id for key in wanted}, variations)
             if summary.retried:
                 log = ResultsLog.open(path)
-        done = log.done_ids()
+        done = log.done_keys()
         summary.earlier_errors = sum(
-            1 for line in log.existing if line.id in wanted and line.data.get("status") == "error"
+            1 for line in log.existing if line.key in wanted and line.data.get("status") == "error"
         )
-        pending[k] = [ep for ep in episodes if ep.id not in done]
-        summary.skipped = len(episodes) - len(pending[k])
+        pending[k] = [item for item in items if item.line_key not in done]
+        summary.skipped = len(items) - len(pending[k])
         logs[k], summaries[k] = log, summary
     return logs, summaries, pending
 
@@ -709,25 +848,25 @@ def _open_logs(
 def _run_all(
     maker: PromptMaker,
     backend: Backend,
-    selected: Mapping[int, list[Episode]],
+    work: Mapping[int, list[Work]],
     folder: Path,
     report: Report,
     stop: StopRequest | None = None,
 ) -> RunSummary:
-    """Append the lines of the selected episodes not yet in their k's file; the caller holds the locks. A stop
-    asked for (``stop``) ends the run after the window in hand is written, raising ``Stopped``."""
+    """Append the lines of ``work`` not yet in their k's file; the caller holds the locks. A stop asked for
+    (``stop``) ends the run after the window in hand is written, raising ``Stopped``."""
     options = maker.options
-    logs, summaries, pending = _open_logs(options, selected, folder, report)
+    logs, summaries, pending = _open_logs(options, work, folder, report)
     config = GenerationConfig(
         max_new_tokens=options.max_new_tokens, seed=options.seed, batch_size=options.batch_size
     )
-    work = order_work(pending, options.order)
+    ordered = order_work(pending, options.order)
     window_size = options.window or options.batch_size * WINDOW_BATCHES
     whole_episodes = options.order == "episode"
     if options.pad == "batch":  # the original padded each batch to its longest clip: one batch per call
         window_size, whole_episodes = options.batch_size, False
     failed_in_a_row = 0
-    parts = list(windows(work, window_size, whole_episodes))
+    parts = list(windows(ordered, window_size, whole_episodes))
     stop = stop or StopRequest()
     total = sum(summary.selected for summary in summaries.values())
 
@@ -739,7 +878,7 @@ def _run_all(
     try:
         stop_if_asked()
         with (
-            Progress(len(work), report) as bar,  # a bar on a terminal, else a plain line now and then
+            Progress(len(ordered), report) as bar,  # a bar on a terminal, else a plain line now and then
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="audioicl-prepare") as ahead,
         ):
             # the next window's prompts are built while the backend answers this one

@@ -34,6 +34,7 @@ from audioicl.records import Episode
 
 from .chat import AudioPart, Chat, Frame, Layout, Message, Part, PromptItem, Role, TextPart
 from .clips import MORSE_LETTERS, MORSE_TASK, ClipStore, morse_bank_paths
+from .joined import single_clip_turns
 from .sets import PromptSet, Style
 
 
@@ -167,7 +168,12 @@ def lay_out(task: str, items: Sequence[PromptItem], frame: Frame) -> Chat:
     """The chat that shows ``items`` in ``frame``: the system message, then the layout's turns."""
     head = [frame.instruction + "\n\n"] if frame.instruction else []
     system = Message("system", (TextPart(frame.system),))
-    turns = _multiturn(items, head) if frame.layout == "multiturn" else _original_turns(items, head)
+    if frame.layout == "multiturn":
+        turns = _multiturn(items, head)
+    elif frame.layout == "single-clip":
+        turns = single_clip_turns(items, head)
+    else:
+        turns = _original_turns(items, head)
     return Chat(task=task, messages=(system, *turns), items=tuple(items), frame=frame)
 
 

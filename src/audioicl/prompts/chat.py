@@ -17,8 +17,8 @@ import numpy as np
 
 Role = Literal["system", "user", "assistant"]
 ItemKind = Literal["bank", "demo", "query"]
-Layout = Literal["original", "multiturn"]
-LAYOUTS: tuple[str, ...] = ("original", "multiturn")
+Layout = Literal["original", "multiturn", "single-clip"]
+LAYOUTS: tuple[str, ...] = ("original", "multiturn", "single-clip")
 
 
 # --------------------------------------------------------------------------- the typed chat

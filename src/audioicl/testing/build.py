@@ -25,7 +25,6 @@ on first use.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from audioicl.testing.configs import (
     with_head_dim,
 )
 from audioicl.testing.templates import make_tokenizer
+from audioicl.testing.weights import config_from, seeded_model
 
 SAMPLE_RATE = 16_000  # the real feature extractors' sampling_rate (preprocessor_config.json)
 
@@ -95,43 +95,10 @@ def _processor(spec: Family, real_ids: bool):
 # --------------------------------------------------------------------------- models
 
 
-def _config(data: dict[str, Any]):
-    """A transformers config object from config.json content (its ``model_type`` picks the class)."""
-    from transformers import AutoConfig
-
-    data = copy.deepcopy(data)
-    return AutoConfig.for_model(data.pop("model_type"), **data)
-
-
 def _model_class(name: str):
     import transformers
 
     return getattr(transformers, name)
-
-
-def _seeded_model(cls, config, seed: int, dtype: Any = None, device: Any = None):
-    """``cls(config)`` with weights drawn from torch's generator seeded with ``seed``; the global state is kept.
-
-    Parameters that transformers' own initialisation leaves as allocated memory (transformers 5.24 does so for
-    the Qwen3-Omni talker's experts) would make the weights differ from run to run: they are allocated as NaN
-    (torch's deterministic mode) and then drawn from N(0, 0.02) like the rest.
-    """
-    import torch
-
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    with torch.random.fork_rng(devices=[]), torch.device(device or "cpu"):
-        torch.manual_seed(seed)
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        try:
-            model = cls._from_config(config, dtype=dtype or torch.float32)
-        finally:
-            torch.use_deterministic_algorithms(deterministic)
-        if device != "meta":
-            with torch.no_grad():
-                for tensor in (*model.parameters(), *model.buffers()):
-                    if tensor.is_floating_point() and bool(tensor.isnan().any()):
-                        tensor.normal_(0.0, 0.02)
-    return model.eval()
 
 
 def _user_token_id(tokenizer) -> int:
@@ -157,6 +124,9 @@ def tiny_checkpoint(
     if family_name not in FAMILIES:  # a family of ``testing.families``
         from audioicl.testing.families import TINY
 
+        if family_name not in TINY:
+            known = ", ".join([*FAMILIES, *TINY])
+            raise ValueError(f"unknown model family {family_name!r} (known: {known})")
         return TINY.get(family_name).write(Path(out_dir), seed)
     spec = family(family_name)
     if thinker_only and spec.full_class is None:
@@ -168,11 +138,11 @@ def tiny_checkpoint(
     thinker = tiny_config(spec, ids, vocab=len(tokenizer), user_id=_user_token_id(tokenizer))
     if head_dim is not None:
         thinker = with_head_dim(thinker, head_dim)
-    model = _seeded_model(_model_class(spec.model_class), _config(thinker), seed)
+    model = seeded_model(_model_class(spec.model_class), config_from(thinker), seed)
     if spec.full_class is not None and not thinker_only:
         # The same thinker weights in both layouts: a test of one layout holds for the other.
-        full = _seeded_model(
-            _model_class(spec.full_class), _config(tiny_omni_config(spec, thinker, ids)), seed
+        full = seeded_model(
+            _model_class(spec.full_class), config_from(tiny_omni_config(spec, thinker, ids)), seed
         )
         full.thinker.load_state_dict(model.state_dict())
         model = full
@@ -198,7 +168,7 @@ def full_size_config(family_name: str, *, num_layers: int | None = None):
 
     ``num_layers`` overrides the depth of the text model and of the audio and vision encoders (for tests).
     """
-    return _config(full_config(family(family_name), num_layers))
+    return config_from(full_config(family(family_name), num_layers))
 
 
 def full_size_model(
@@ -227,6 +197,6 @@ def full_size_model(
         return build(device, dtype or torch.bfloat16, num_layers=num_layers, seed=seed)
     spec = family(family_name)
     config = full_size_config(family_name, num_layers=num_layers)
-    model = _seeded_model(_model_class(spec.model_class), config, seed, dtype or torch.bfloat16, device)
+    model = seeded_model(_model_class(spec.model_class), config, seed, dtype or torch.bfloat16, device)
     model.generation_config = _generation_config(spec.special_tokens)
     return model, _processor(spec, real_ids=True)

@@ -9,12 +9,14 @@ padded to 30 s, so a clip's features do not depend on its batch mates. Each wind
 ``<sound>`` per message however many audio parts it holds.
 """
 
-from .base import AudioFamily
+from .base import AudioFamily, VllmSupport
 from .registry import register
 
 FAMILY = register(
     AudioFamily(
+        pad_call=False,  # padding=True would pad each 30 s window to the call's longest clip
         name="audioflamingo3",
+        verified="gpu",  # full size, random weights: docs/measurements.md
         display="Audio Flamingo 3",
         model_types=("audioflamingo3",),
         model_class="AudioFlamingo3ForConditionalGeneration",
@@ -23,12 +25,16 @@ FAMILY = register(
         audio_tokens_per_second=25.0,
         min_transformers="5.0",
         checkpoints=("nvidia/audio-flamingo-3-hf",),
+        vllm=VllmSupport(
+            "AudioFlamingo3ForConditionalGeneration", placeholder="<sound>", max_clips=1, verified="ci"
+        ),
         notes=(
             "One clip per prompt through transformers (the processor takes texts and clips 1:1 and the template "
             "writes one <sound> per message), so in-context demonstrations with audio cannot reach it; the "
             "original (non-transformers) AF3-Chat code takes several. A clip is cut into 30 s windows, 600 s at "
             "most. Its chat template puts the clip before the message's text, whatever the order of the parts. "
-            "vLLM: no implementation in its model registry."
+            "vLLM takes one clip per prompt too (its processing info declares 1); the CPU engine runs the tiny "
+            "checkpoint in the tests, in the single-clip layout, with the same answers as hf in fp32."
         ),
     )
 )

@@ -83,6 +83,16 @@ class AudioFamily:
     hf: bool = True  # transformers implements it (False: only vLLM serves it)
     encoder_reads_valid_frames: bool = False
     features_independent_of_batch: bool = False
+    # The processor call: ``pad_call`` passes ``padding=True`` (False where that would also reach the feature
+    # extractor and pad each Whisper window to the call's longest clip instead of to 30 s, as Audio Flamingo's;
+    # such processors pad the texts themselves); ``prompts_per_call``: 1 where the processor pads a call's
+    # clips together so that a clip's features depend on the other prompts' clips (Gemma 3n): each prompt is
+    # then its own call and its own ``generate``, as its model card runs it.
+    # The checkpoint's speech LoRA, as a folder inside it (Phi-4-multimodal's ``speech-lora``, Granite Speech's
+    # root): loaded with peft and made active, as the model card does, where the folder holds one.
+    adapter: str | None = None
+    pad_call: bool = True
+    prompts_per_call: int | None = None
     notes: str = ""
 
     @property
@@ -99,14 +109,31 @@ class AudioFamily:
         return [{"role": m.role, "content": content_parts(m)} for m in messages]
 
     def process(self, processor: Any, texts: Sequence[str], waves: Sequence[Any], sampling_rate: int) -> Any:
-        """The processor's model inputs for rendered ``texts`` and their clips in order (one call)."""
+        """The processor's model inputs for rendered ``texts`` and their clips in order (one call), tokenized
+        as ``apply_chat_template(tokenize=True)`` does it: no special tokens added to what the template wrote
+        (Gemma's template writes ``<bos>`` itself)."""
         return processor(
             text=list(texts),
             audio=list(waves) if waves else None,
             sampling_rate=sampling_rate,
             return_tensors="pt",
-            padding=True,
+            add_special_tokens=False,
+            **({"padding": True} if self.pad_call else {}),
         )
+
+    @property
+    def tokenizes_chat(self) -> bool:
+        """True where the family makes its inputs straight from chats (``chat_inputs``), not from text."""
+        return type(self).chat_inputs is not AudioFamily.chat_inputs
+
+    def chat_inputs(self, processor: Any, chats: Sequence[Chat], sampling_rate: int) -> Any | None:
+        """The model inputs of a micro-batch made straight from its chats (one processor call, prompts
+        left-padded), for a family whose chat template gives token ids, not text: Voxtral's is mistral-common's
+        encoder, which needs each clip's samples to count its audio tokens. None (the default): the family's
+        template renders text (``template_messages``) and ``process`` turns texts and clips into inputs. A family
+        that overrides it returns inputs for every call; the backend then neither renders text nor calls
+        ``process`` for it. ``sampling_rate``: the model's; a clip at another rate is resampled first."""
+        return None
 
 
 def content_parts(message: Message) -> list[dict[str, Any]]:

@@ -20,6 +20,13 @@ def _verified(state: str) -> str:
     return {"ci": "tiny checkpoint in CI", "gpu": "full size on GPU + CI", "untested": "untested"}[state]
 
 
+def _seconds(family: AudioFamily) -> str:
+    """The per-clip limit: the family's, else its feature extractor's window (hf), else the engine's."""
+    if family.max_clip_seconds is not None:
+        return f"{family.max_clip_seconds:g}"
+    return "window" if family.hf else "engine's"
+
+
 def model_rows() -> list[dict[str, str]]:
     """One row per family for ``audioicl models`` and ``docs/models.md``: backends, limits, what is verified."""
     rows = []
@@ -45,3 +52,24 @@ def model_rows() -> list[dict[str, str]]:
             }
         )
     return rows
+
+
+def declared_clip_limit(kind: str, name: str) -> tuple[AudioFamily, int] | None:
+    """The family of a local checkpoint folder and the clips per prompt it takes on backend ``kind``, read
+    from its ``config.json`` before anything loads; None where the folder, its family or a limit is unknown."""
+    import json
+    from pathlib import Path
+
+    config = Path(name).expanduser() / "config.json"
+    if kind not in ("hf", "vllm") or not config.is_file():
+        return None
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None  # the backend's own load reports an unreadable config
+    family = family_of(model_type) if isinstance(model_type, str) else None
+    if family is None:
+        return None
+    limit = family.vllm.max_clips if kind == "vllm" and family.vllm is not None else None
+    limit = limit if limit is not None else family.max_clips
+    return None if limit is None else (family, limit)

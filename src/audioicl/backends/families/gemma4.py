@@ -1,0 +1,51 @@
+"""Gemma 4 with audio (``Gemma4ForConditionalGeneration``, the E2B and E4B checkpoints): 30 s per clip, cut silently.
+
+Limits, from transformers 5.25: ``Gemma4AudioFeatureExtractor.__call__`` truncates every clip to
+``max_length=480_000`` samples (30 s at 16 kHz, ``truncation=True``) without a word, and the processor
+(``processing_gemma4.py``) caps a clip at ``audio_seq_length=750`` tokens; ``replace_audio_token`` writes
+``<|audio>`` + one ``<|audio|>`` per valid 40 ms (the mel mask after two stride-2 steps: 25 a second) +
+``<audio|>``. The 26B-A4B and 31B checkpoints have no audio tower (``convert_gemma4_weights.py``).
+"""
+
+from typing import Any
+
+from audioicl.prompts.chat import Chat, message_text
+
+from .base import AudioFamily, VllmSupport
+from .registry import register
+
+
+class StringSystemFamily(AudioFamily):
+    """A family whose chat template writes the system message's content with ``| trim``: it must be a string."""
+
+    def template_messages(self, chat: Chat) -> list[dict[str, Any]]:
+        """As the parts rendering, the system message's content as its text (a list would be printed as a
+        Python list)."""
+        messages = super().template_messages(chat)
+        if chat.messages and chat.messages[0].role == "system":
+            messages[0] = {"role": "system", "content": message_text(chat.messages[0])}
+        return messages
+
+
+FAMILY = register(
+    StringSystemFamily(
+        name="gemma4",
+        verified="gpu",  # full size, random weights: docs/measurements.md
+        display="Gemma 4",
+        model_types=("gemma4",),
+        model_class="Gemma4ForConditionalGeneration",
+        max_clip_seconds=30.0,  # feature_extraction_gemma4.py: max_length=480_000, truncation=True
+        audio_tokens_per_second=25.0,  # processing_gemma4.py: audio_ms_per_token=40
+        attn="eager",  # transformers 5.25: Gemma4AudioModel refuses sdpa at load
+        min_transformers="5.25",  # the release tested here; the first with Gemma 4 is unknown (see notes)
+        checkpoints=("google/gemma-4-E2B-it", "google/gemma-4-E4B-it"),
+        vllm=VllmSupport("Gemma4ForConditionalGeneration"),
+        notes=(
+            "Audio only in the E2B and E4B checkpoints (26B-A4B and 31B have no audio tower). A clip over 30 s is "
+            "cut silently by the feature extractor (audioicl refuses such clips instead). The chat template "
+            "trims each text part and takes the system message as a string; thinking stays off (no "
+            "enable_thinking). transformers >= 5.25 is the release tested; the first release with Gemma 4 was "
+            "not checked."
+        ),
+    )
+)
