@@ -116,6 +116,36 @@ def test_answers_do_not_depend_on_the_batch_or_its_order(backends, tiny_dataset,
     assert all(r.usage.audio_tokens > 0 for r in alone)
 
 
+def _language_model_head(model) -> torch.nn.Module:
+    head = model.get_output_embeddings()
+    return head if head is not None else next(m for n, m in model.named_modules() if n.endswith("lm_head"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_model_that_would_generate_its_audio_token_still_answers(backends, tiny_dataset, name):
+    """A model whose next token would be the audio placeholder (random weights do it) gets an answer line, not
+    a failed call: Phi-4-multimodal's forward splices the clips' features wherever that token is, at every step
+    (regression: each of its prompts was an error line, "shape mismatch: value tensor of shape [428, 64]")."""
+    backend = backends[name]
+    favoured = backend.audio_token_id
+
+    def favour_the_audio_token(module, args, logits):
+        logits = logits.clone()
+        logits[..., favoured] = logits.max() + 10
+        return logits
+
+    hook = _language_model_head(backend.model).register_forward_hook(favour_the_audio_token)
+    try:
+        (response,) = backend.generate(
+            _requests(tiny_dataset, backend, limit=1), GenerationConfig(max_new_tokens=4)
+        )
+    finally:
+        hook.remove()
+    assert response.error is None, response.error
+    if backend.model_family.suppress_audio_token:
+        assert backend.info["suppressed_tokens"] == [backend.processor.audio_token]
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_stop_tokens_hold_the_templates_end_of_turn(backends, name):
     backend = backends[name]

@@ -427,6 +427,8 @@ class HFBackend:
         self.stop_ids = self._stop_ids()
         set_aside = set_aside_generation_settings(self.model)
         self.info = {**self.info, "generation_config_set_aside": set_aside} if set_aside else self.info
+        if self._suppresses_audio_token:  # recorded: the answer can never hold it
+            self.info = {**self.info, "suppressed_tokens": [audio_token]}
         self.features = FeatureCache(self.feature_cache_mb * 2**20)
         self._feature_lock = threading.Lock()  # ``prefetch`` runs in the runner's preparing thread
         self._ahead: dict[str, _Ahead] = {}  # prepared by ``prefetch``, by request key
@@ -656,8 +658,13 @@ class HFBackend:
             "num_beams": 1,
             "eos_token_id": self.stop_ids,
             "pad_token_id": self.pad_token_id,
+            **({"suppress_tokens": [self.audio_token_id]} if self._suppresses_audio_token else {}),
             **({"cache_implementation": self.kv_cache} if self.kv_cache != "dynamic" else {}),
         }
+
+    @property
+    def _suppresses_audio_token(self) -> bool:
+        return self.model_family.suppress_audio_token and self.audio_token_id is not None
 
     def _response(self, tokens: Sequence[int], n_in: int, n_audio: int, config: GenerationConfig) -> Response:
         text, n_out = decode_answer(self.processor.tokenizer, tokens, self.stop_ids, config.stop)

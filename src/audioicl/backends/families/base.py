@@ -91,6 +91,10 @@ class AudioFamily:
     # The checkpoint's speech LoRA, as a folder inside it (Phi-4-multimodal's ``speech-lora``, Granite Speech's
     # root): loaded with peft and made active, as the model card does, where the folder holds one.
     adapter: str | None = None
+    # True where the model's forward gets the clips' features at every decoding step and splices them wherever
+    # the audio token is (Phi-4-multimodal's): a generated audio token would fail the whole call, so
+    # ``generate`` is told never to emit it. A greedy answer changes only where the call would fail.
+    suppress_audio_token: bool = False
     pad_call: bool = True
     prompts_per_call: int | None = None
     notes: str = ""

@@ -13,6 +13,11 @@ Not batch independent: the feature extractor's features of a clip are the same w
 frames past a clip's end, so its audio embeddings change with the longest clip of the call (measured on the
 tiny checkpoint: up to 0.38 on a 1.3 s clip padded to 3 s). Each prompt is therefore its own processor call,
 as the model card runs it (its clips still padded to that prompt's longest, as there).
+
+Its ``generate`` passes the audio features at every step (``prepare_inputs_for_generation`` keeps them) and
+``Phi4MultimodalAudioEmbedding.forward`` splices them wherever the input holds ``audio_token``: a step whose
+new token is the audio token fails the call ("value tensor of shape [250, 64] cannot be broadcast to indexing
+result of shape [1, 64]"), as the tiny checkpoint's random weights do. The token is suppressed in generation.
 """
 
 from .base import AudioFamily
@@ -25,6 +30,7 @@ FAMILY = register(
         model_types=("phi4_multimodal",),
         model_class="Phi4MultimodalForCausalLM",
         audio_tokens_per_second=12.5,
+        suppress_audio_token=True,  # its forward splices the features at every step (module docstring)
         prompts_per_call=1,  # a clip's encoder output depends on the call's longest clip (module docstring)
         adapter="speech-lora",  # the model card's load_adapter(..., subfolder="speech-lora")
         min_transformers="4.51",
