@@ -44,7 +44,9 @@ FAMILY = register(
             "without its speech training. A prompt's clips are padded to its longest, and the encoder reads that "
             "padding, so prompts are processed one by one. In transformers 5.25 the processor loses its chat "
             "template on load (Phi4MultimodalProcessor.__init__ names no chat_template); the tokenizer keeps "
-            "the same one. The processor's audio feature extractor is processor.audio_processor. vLLM serves the "
+            "the same one. The processor's audio feature extractor is processor.audio_processor. Its generate "
+            "splices the clips' features wherever the audio token is, at every step, so a generated audio token "
+            "would fail the call: audioicl suppresses it (recorded as suppressed_tokens). vLLM serves the "
             "hub's remote-code layout (family phi4mm), not this one."
         ),
     )
