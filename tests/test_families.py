@@ -210,3 +210,24 @@ def test_a_speech_lora_the_checkpoint_ships_needs_peft(family_checkpoints, tmp_p
     (checkpoint / "speech-lora" / "adapter_config.json").write_text("{}")
     with pytest.raises(AudioICLError, match="speech LoRA .*speech-lora.*pip install peft"):
         load_backend(ModelSpec("hf", str(checkpoint)), dtype="fp32", device="cpu")
+
+
+
+# Parameters of the public checkpoint, in billions, where a builder's count is checked against it (the builders'
+# models hold the whole checkpoint: text model, audio encoder and, where the class has one, the vision tower).
+PUBLISHED_BILLIONS = {"nemotron_h_omni": (31.6, 33.5)}
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if TINY.get(n).full_size is not None])
+def test_full_size_builders_make_the_real_shapes_without_memory(name):
+    """Each full-size builder (the GPU measurements') builds its real configuration on the meta device, and
+    cut to two layers still builds, smaller."""
+    try:
+        model, _ = TINY.get(name).full_size("meta", torch.bfloat16)
+        small, _ = TINY.get(name).full_size("meta", torch.bfloat16, num_layers=2)
+    except ImportError as exc:  # torchaudio, mistral-common: the family's own extras
+        pytest.skip(f"{name}: {exc}")
+    billions = sum(p.numel() for p in model.parameters()) / 1e9
+    low, high = PUBLISHED_BILLIONS.get(name, (0.5, 40.0))
+    assert low <= billions <= high, billions
+    assert sum(p.numel() for p in small.parameters()) / 1e9 < billions
