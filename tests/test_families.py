@@ -212,7 +212,6 @@ def test_a_speech_lora_the_checkpoint_ships_needs_peft(family_checkpoints, tmp_p
         load_backend(ModelSpec("hf", str(checkpoint)), dtype="fp32", device="cpu")
 
 
-
 # Parameters of the public checkpoint, in billions, where a builder's count is checked against it (the builders'
 # models hold the whole checkpoint: text model, audio encoder and, where the class has one, the vision tower).
 PUBLISHED_BILLIONS = {"nemotron_h_omni": (31.6, 33.5)}
