@@ -66,7 +66,9 @@ def test_the_report_draws_compliance_per_task_from_the_detail_csv(tmp_path):
     assert sorted(files.compliance) == ["AudioCount", "MorseCode"]
     assert all(path.read_bytes().startswith(b"\x89PNG") for path in files.compliance.values())
     markdown = files.markdown.read_text()
-    assert "## Format compliance and confusions" in markdown and "(compliance_AudioCount.png)" in markdown
+    assert (
+        "## Format compliance, draws and confusions" in markdown and "(compliance_AudioCount.png)" in markdown
+    )
     html = files.html.read_text()
     assert html.count('alt="format compliance vs shots') == 2 and "dashed: the share of answers" in html
     # a summary without its detail CSV has no compliance: no plot

@@ -102,3 +102,27 @@ def test_score_reads_a_log_with_draws_and_variants(fresh_dataset, tmp_path):
     assert {int(row["shots"]): 0 for row in rows} == {1: 0, 2: 0}
     for k in (1, 2):
         assert sum(int(row["n"]) for row in rows if row["shots"] == str(k)) == 12 * 2 * 3  # every line counts
+
+
+def test_report_shows_the_spread_over_draws_orders_and_variants(fresh_dataset, tmp_path):
+    """``run --draws 3 --orders 2 --prompt-variants 2`` → ``score`` → ``report``: each task's section holds the
+    spread view (one row per k, the presentations asked and the sd between each); a plain run's has none."""
+    varied, plain = tmp_path / "varied", tmp_path / "plain"
+    run = ("run", "--data", fresh_dataset, "--model", "builtin:icl")
+    audioicl(*run, "--out", varied, "--draws", "3", "--orders", "2", "--prompt-variants", "2")
+    audioicl(*run, "--out", plain)
+    for out in (varied, plain):
+        audioicl("score", "--in", out, "--out", out / "scores" / "summary.csv")
+        audioicl(
+            "report", "--scores", out / "scores" / "summary.csv", "--results", out, "--out", out / "report"
+        )
+    markdown = (varied / "report" / "report.md").read_text(encoding="utf-8")
+    page = (varied / "report" / "report.html").read_text(encoding="utf-8")
+    tasks = {line["task"] for line in read_jsonl(varied / "icl_results_k1.jsonl")}
+    assert markdown.count("#### Draws, orders and instruction variants") == len(tasks)
+    assert page.count("<h4>Draws, orders and instruction variants</h4>") == len(tasks)
+    for k in (1, 2):
+        assert re.search(
+            rf"\| icl \| {k} \| 3 draws × 2 orders × 2 variants \| [0-9.]+% \| [0-9.]+ pts \|", markdown
+        )
+    assert "Draws, orders and instruction variants" not in (plain / "report" / "report.md").read_text()

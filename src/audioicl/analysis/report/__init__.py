@@ -1,7 +1,8 @@
 """``audioicl report``: accuracy-vs-shots plots, a markdown table and a self-contained HTML page.
 
 Inputs are the summary CSV that scoring writes (its detail CSV beside it adds error lines, cluster intervals,
-drawn as bands, and format compliance) and, optionally, the results folder (example episodes with their
+drawn as bands, and format compliance; its draws CSV, the spread over demonstration draws, orders and
+instruction variants) and, optionally, the results folder (example episodes with their
 audio, and the confusion views: answer − truth, label-prior bias against the demos' labels from the dataset's
 meta files, Morse letter errors). Outputs in ``out``: ``accuracy_<task>.png`` per task,
 ``compliance_<task>.png`` per task when the detail CSV holds compliance, ``overview.png``, ``report.md`` and
@@ -24,6 +25,7 @@ from .confusion import ViewTable, confusions, markdown_view
 from .examples import Example, read_scored, select_examples
 from .html import ExampleView, Page, TaskSection, render_page
 from .media import AudioBudget, embed_clips, megabytes
+from .spread import spread_views
 from .tables import (
     COMPLIANCE_NOTE,
     COVERAGE_NOTE,
@@ -84,7 +86,7 @@ def markdown_views(
         shown.extend(markdown_view(view) for view in views.get(task, ()))
         if shown:
             parts.append(f"### {task or '(no task)'}\n\n" + "\n".join(shown))
-    return "## Format compliance and confusions\n\n" + "\n".join(parts) if parts else ""
+    return "## Format compliance, draws and confusions\n\n" + "\n".join(parts) if parts else ""
 
 
 def markdown_report(
@@ -195,6 +197,8 @@ def write_report(options: ReportOptions) -> ReportFiles:
         confusion_views = confusions(lines, options.results, options.data)
         if with_examples:
             examples = select_examples(lines, options.examples, options.results, options.data)
+    for task, view in spread_views(options.scores).items():  # the draws CSV beside the summary, if any
+        confusion_views[task] = (view, *confusion_views.get(task, ()))
     markdown = options.out / "report.md"
     write_atomic(
         markdown,
