@@ -270,6 +270,26 @@ def test_reproducibility_items_say_not_recorded_where_the_record_is_silent(bench
     assert bare.record is None and all(not item.recorded for item in bare.items)
 
 
+def test_the_prompt_set_digest_of_each_run_is_the_item_built_in_or_from_a_file(bench):
+    """A run records ``prompt_set_sha256`` (the wording, built-in or from a file): the block shows it, says
+    which, and names the file with its own sha256 where there was one."""
+    data, episodes, results = bench
+    write_model(results, data, "m", {1: (episodes, right)})
+    record_path = results / "m_run.json"
+    record = json.loads(record_path.read_text())
+    record["runs"] = [{**run, "prompt_set_sha256": "a" * 64} for run in record["runs"]]
+    record["settings"] = {"prompts_sha256": None}
+    record_path.write_text(json.dumps(record))
+    (block,) = reproductions(load_board((results,), data=None).entries["m"], None)
+    item = next(i for i in block.items if i.label == "prompt set sha256")
+    assert item.recorded and item.value == "a" * 64 + " (the built-in prompt set)"
+    record["settings"]["prompts_sha256"], record["prompts"] = "b" * 64, "/p/mine.yaml"
+    record_path.write_text(json.dumps(record))
+    (block,) = reproductions(load_board((results,), data=None).entries["m"], None)
+    item = next(i for i in block.items if i.label == "prompt set sha256")
+    assert item.value == "a" * 64 + " (prompts file (/p/mine.yaml), file sha256 " + "b" * 64 + ")"
+
+
 def test_the_dataset_fingerprint_comes_from_data_when_the_record_has_none(bench):
     data, episodes, results = bench
     (data / "manifest.json").write_text(json.dumps({"fingerprint": "f" * 64, "files": {}}))

@@ -15,8 +15,8 @@ from audioicl.prompts.chat import AudioPart, TextPart, render_text
 from audioicl.prompts.clips import ClipStore, load_morse_bank, pad_chats
 from audioicl.prompts.sets import (
     GENERAL_INSTRUCTION,
-    QWEN_OMNI_SYSTEM,
     PromptSet,
+    QWEN_OMNI_SYSTEM,
     load_prompt_set,
     system_family,
 )
@@ -274,3 +274,20 @@ def test_prompt_set_defaults():
     assert defaults.instruction("AudioCount", "specific") == COUNT
     assert defaults.instruction("AudioCount", "none") is None
     assert defaults.system_prompt("qwen2.5-omni") == QWEN_OMNI_SYSTEM
+
+
+def test_a_prompt_sets_digest_follows_its_wording_not_its_source(tmp_path):
+    """``PromptSet.sha256`` names the wording: the built-in set has one; a file that restates a task's own
+    instruction gives the same digest; one changed word, in any family's system prompt or any instruction,
+    gives another."""
+    builtin = PromptSet().sha256()
+    assert len(builtin) == 64 and builtin == PromptSet().sha256()
+    same = tmp_path / "same.yaml"
+    same.write_text(
+        f"instructions:\n  AudioCount: {TASKS.get('AudioCount').instruction!r}\n", encoding="utf-8"
+    )
+    assert load_prompt_set(same).sha256() == builtin
+    other = tmp_path / "other.yaml"
+    other.write_text("system:\n  qwen3-omni: You are a listener.\n", encoding="utf-8")
+    assert load_prompt_set(other).sha256() != builtin
+    assert PromptSet(general=PromptSet().general + " ").sha256() != builtin

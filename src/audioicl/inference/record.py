@@ -42,7 +42,7 @@ from audioicl.dataset.sidecar import Sidecar
 from audioicl.errors import AudioICLError, Stopped
 from audioicl.files import FileLock, write_atomic
 from audioicl.prompts.draws import DRAW_SEED, ORDER_SEED
-from audioicl.prompts.sets import variant_files
+from audioicl.prompts.sets import PromptSet, load_prompt_set, variant_files
 
 from .options import RunOptions
 
@@ -187,6 +187,12 @@ def run_settings(options: RunOptions) -> dict[str, Any]:
     return settings
 
 
+def prompt_set_sha256(options: RunOptions) -> str:
+    """The digest of the wording the run's prompts come from (``PromptSet.sha256``): its prompts file over the
+    defaults, or the built-in set."""
+    return (load_prompt_set(options.prompts) if options.prompts else PromptSet()).sha256()
+
+
 def variations_entry(options: RunOptions, pool_file: Path | None) -> dict[str, Any]:
     """The ``variations`` block of a run's entry: the counts, the seeds (``seeding.rng_for`` of these names),
     the pool's meta file and the variant files."""
@@ -240,6 +246,7 @@ def new_run_record(
                 "backend_options": dict(sorted(options.backend_options.items())),
                 "retry_errors": options.retry_errors,
                 "audioicl_version": __version__,
+                "prompt_set_sha256": prompt_set_sha256(options),
                 **({"k0_from": metas[0].name} if 0 in metas and k_of(metas[0]) != 0 else {}),
                 **({"variations": variations_entry(options, pool_file)} if options.variations.varied else {}),
                 "environment": run_environment(),

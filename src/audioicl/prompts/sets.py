@@ -8,6 +8,7 @@ each keeping its task's answer-format sentence word for word), which replace the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -82,6 +83,18 @@ class PromptSet:
 
     def system_prompt(self, family: str) -> str:
         return self.system.get(family, self.system["default"])
+
+    def sha256(self) -> str:
+        """A digest of the wording every prompt of this set can use: each family's system prompt, the general
+        instruction and every task's specific one (its own where the set has none), as canonical JSON; the
+        built-in set has one too, so a run record names the wording whether or not a file gave it."""
+        wording = {
+            "system": dict(sorted(self.system.items())),
+            "general": self.general,
+            "instructions": {task: self.instruction(task, "specific") for task in sorted(TASKS.names())},
+        }
+        text = json.dumps(wording, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 PROMPT_FILE_KEYS = ("system", "general", "instructions")

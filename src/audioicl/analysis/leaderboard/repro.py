@@ -138,14 +138,19 @@ def _prompts(settings: dict[str, Any]) -> str | None:
 
 
 def _prompt_set(record: Record, settings: dict[str, Any], runs: list[dict[str, Any]]) -> Item:
-    """The prompts file's sha256 (and those of the instruction variant files a run used); a run on the
-    built-in prompt set records no hash of it (it is the set of the recorded audioicl version)."""
+    """The digest of the wording the runs used (``prompt_set_sha256`` of each run: its prompts file over the
+    defaults, or the built-in set), the prompts file's own sha256 where one was given, and those of the
+    instruction variant files a run used. Records older than ``prompt_set_sha256`` name only the file's."""
+    wording = per_run([run.get("prompt_set_sha256") for run in runs])
     digest = settings.get("prompts_sha256")
     variants = [(run.get("variations") or {}).get("variant_files") for run in runs]
     extra = f"; variant files: {per_run(variants)}" if any(variants) else ""
-    if digest:
-        where = f" ({record['prompts']})" if isinstance(record.get("prompts"), str) else ""
-        return Item("prompt set sha256", f"{digest}{where}{extra}")
+    named = f" ({record['prompts']})" if isinstance(record.get("prompts"), str) else ""
+    if wording:
+        source = f" (prompts file{named}, file sha256 {digest})" if digest else " (the built-in prompt set)"
+        return Item("prompt set sha256", f"{wording}{source}{extra}")
+    if digest:  # a record from before prompt_set_sha256: the file's own digest
+        return Item("prompt set sha256", f"{digest}{named}{extra}")
     if "prompts_sha256" in settings:
         version = record.get("audioicl_version") or "?"
         return Item(
