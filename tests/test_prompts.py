@@ -15,8 +15,8 @@ from audioicl.prompts.chat import AudioPart, TextPart, render_text
 from audioicl.prompts.clips import ClipStore, load_morse_bank, pad_chats
 from audioicl.prompts.sets import (
     GENERAL_INSTRUCTION,
-    PromptSet,
     QWEN_OMNI_SYSTEM,
+    PromptSet,
     load_prompt_set,
     system_family,
 )
