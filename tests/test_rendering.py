@@ -122,6 +122,21 @@ def test_decode_answer_stops_cuts_and_drops_an_unfinished_character(tiny_checkpo
     assert text == "Answer: 7\nmore" and count == len(words) + 1
 
 
+def test_stop_ids_keep_an_end_of_sequence_that_is_also_the_unknown_token(tiny_checkpoints):
+    """Regression: Granite's ``<|end_of_text|>`` is its eos and its unk; the stop ids dropped every unknown-token
+    id, so they were empty and its answers ran to the token limit. An end of turn the vocabulary lacks still
+    adds nothing."""
+    from audioicl.backends.rendering import load_processor, stop_token_ids
+
+    tokenizer = load_processor(str(tiny_checkpoints["qwen2-audio"])).tokenizer
+    eos = tokenizer.eos_token
+    tokenizer.unk_token = eos
+    assert tokenizer.unk_token_id == tokenizer.eos_token_id
+    assert stop_token_ids(tokenizer, None) == [tokenizer.eos_token_id]
+    assert stop_token_ids(tokenizer, None, eos) == [tokenizer.eos_token_id]
+    assert stop_token_ids(tokenizer, None, "<no_such_token>") == [tokenizer.eos_token_id]
+
+
 # --------------------------------------------------------------------------- the workload
 
 

@@ -146,13 +146,16 @@ def stop_token_ids(
     tokenizer: Any, configured: int | Sequence[int] | None, end_of_turn: str | None = None
 ) -> list[int]:
     """The tokens that end an answer, the same for every backend: the tokenizer's end of sequence, the chat
-    template's end of turn (``end_of_turn_token``) and the generation config's ``eos_token_id``."""
+    template's end of turn (``end_of_turn_token``) and the generation config's ``eos_token_id``. An end of turn
+    the vocabulary lacks (it converts to the unknown token) adds nothing; the unknown token itself is kept
+    where it is the end of sequence (Granite's ``<|end_of_text|>`` is its bos, eos, pad and unk alike)."""
     ids = {tokenizer.eos_token_id}
     if end_of_turn is not None:
-        ids.add(tokenizer.convert_tokens_to_ids(end_of_turn))
+        turn = tokenizer.convert_tokens_to_ids(end_of_turn)
+        if turn != tokenizer.unk_token_id or end_of_turn == tokenizer.unk_token:
+            ids.add(turn)
     ids.update(configured if isinstance(configured, list | tuple) else [configured])
-    unknown = tokenizer.unk_token_id
-    return sorted(i for i in ids if isinstance(i, int) and i != unknown)
+    return sorted(i for i in ids if isinstance(i, int))
 
 
 def clip_window_seconds(processor: Any, family: AudioFamily | None = None) -> float | None:

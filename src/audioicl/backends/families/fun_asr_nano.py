@@ -29,7 +29,7 @@ FAMILY = register(
         prompts_per_call=1,
         min_transformers="unknown",
         checkpoints=("FunAudioLLM/Fun-ASR-Nano-2512",),
-        verified="untested",  # its tiny checkpoint needs torchaudio, which has no wheel for CI's torch
+        verified="ci",  # CI installs torchaudio 2.11.1 beside torch 2.14.1 (scripts/test.sh)
         notes=(
             "A speech recogniser (transcription only). One clip per prompt (the processor takes texts and clips "
             "1:1), the prompt's text shown as context of a Chinese transcription request. Needs torchaudio. "
