@@ -45,6 +45,10 @@ ruff format --check .
 # the layers contract in pyproject.toml: a circle or an import up the pipeline fails here, the import named
 lint-imports --no-cache
 set +e
+# One thread per test process: two pytest workers (and the CLI subprocesses they start) on two cores each running
+# torch with a thread per core spend the time waiting on each other (tests/e2e/test_families_cli.py: 306 s wall
+# with torch's default threads, 173 s with one; docs/measurements.md).
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 python -m pytest -q -n 2 "$@"
 status=$?
 set -e
