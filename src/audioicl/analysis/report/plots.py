@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -144,7 +145,8 @@ def task_plot(grid: AccuracyGrid, task: str) -> Figure:
     _draw_chance(ax, chance)
     _style(ax, grid, task)
     ax.set_xlabel("shots (k)")
-    ax.set_ylabel(f"accuracy (bars: {grid.interval_label})", fontsize="small")
+    # wrapped: the cluster interval's label is longer than the axis is high, and would be cut off at both ends
+    ax.set_ylabel("\n".join(textwrap.wrap(f"accuracy (bars: {grid.interval_label})", 48)), fontsize="small")
     handles, names = ax.get_legend_handles_labels()
     if grid.clustered(task):
         handles.append(Patch(color="0.5", alpha=0.3, linewidth=0))
