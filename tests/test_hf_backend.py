@@ -127,6 +127,17 @@ def test_options_are_checked(tmp_path):
         load_backend(ModelSpec("hf", "/nowhere"), device="cpu")
 
 
+def test_a_checkpoint_under_the_home_folder_loads_by_its_tilde_path(tiny_checkpoints, tmp_path, monkeypatch):
+    """Regression: ``hf:~/ckpt`` passed the folder check (which expands ``~``) and then went to transformers as
+    written, which took it for a hub id. The backend gets the expanded folder; the results keep the spec."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    shutil.copytree(tiny_checkpoints["qwen2-audio"], tmp_path / "Qwen2-Audio-7B-Instruct")
+    spec = ModelSpec("hf", "~/Qwen2-Audio-7B-Instruct")
+    backend = load_backend(spec, dtype="fp32", device="cpu")
+    assert backend.name == f"hf:{tmp_path / 'Qwen2-Audio-7B-Instruct'}"
+    assert spec.file_name == "Qwen2-Audio-7B-Instruct"
+
+
 # --------------------------------------------------------------------------- prompts
 
 

@@ -254,6 +254,15 @@ def load_backend(model: ModelSpec, workload: Workload | None = None, **options: 
     if model.backend not in BACKENDS:  # a module of ours that registered nothing
         raise AudioICLError(f"unknown backend {model.backend!r} (known: {', '.join(backend_kinds())})")
     factory = BACKENDS.get(model.backend)
+    name = checkpoint_name(model)
     if workload is not None and "workload" in inspect.signature(factory).parameters:
-        return factory(model.name, workload=workload, **options)
-    return factory(model.name, **options)
+        return factory(name, workload=workload, **options)
+    return factory(name, **options)
+
+
+def checkpoint_name(model: ModelSpec) -> str:
+    """The name a backend loads: a checkpoint kind's local folder with ``~`` expanded (``check_checkpoint``
+    finds it so; transformers and vLLM would take ``~/ckpt`` for a hub id), else the name as given."""
+    if model.backend in CHECKPOINT_KINDS and model.name.startswith("~"):
+        return str(Path(model.name).expanduser())
+    return model.name
