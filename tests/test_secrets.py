@@ -324,6 +324,31 @@ def test_openai_key_quoted_back_by_the_server_is_never_written(httpx_available, 
     assert "Bearer" in said  # what the server said is still shown, the key blanked out
 
 
+@pytest.mark.parametrize("reachable", [True, False])
+def test_credentials_in_the_base_url_are_written_nowhere(httpx_available, tiny_dataset, tmp_path, reachable):
+    """Regression: ``--base-url https://user:TOKEN@host`` put the token into the run record (argv, the backend's
+    info) and into the error naming a server it could not reach. The URL's user information is shown as
+    ``<credentials>``; the run still answers through it."""
+    from chat_server import ChatServer
+
+    secret = "url-pass-" + API_KEY[-12:]
+    out = tmp_path / "results"
+    server = ChatServer(plan=lambda digest, attempt: None).start() if reachable else None
+    port = server.url.split(":")[2].split("/")[0] if server else str(closed_port())
+    try:
+        done = run_openai(tiny_dataset, out, f"http://someone:{secret}@127.0.0.1:{port}/v1", key_env=None)
+    finally:
+        if server:
+            server.stop()
+    assert done.returncode == (0 if reachable else 2), done.stderr[-2000:]
+    assert leaks(secret, [out], done.stdout, done.stderr) == []
+    if reachable:
+        (record,) = out.glob("*_run.json")
+        assert "http://<credentials>@127.0.0.1" in record.read_text()
+    else:
+        assert "http://<credentials>@127.0.0.1" in done.stderr
+
+
 def test_openai_dead_port_error_names_no_key(httpx_available, tiny_dataset, tmp_path):
     out = tmp_path / "results"
     done = run_openai(tiny_dataset, out, f"http://127.0.0.1:{closed_port()}/v1", key_env="AUDIO_KEY_VAR")

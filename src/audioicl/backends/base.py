@@ -260,6 +260,15 @@ def load_backend(model: ModelSpec, workload: Workload | None = None, **options: 
     return factory(name, **options)
 
 
+URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+
+
+def hide_url_credentials(text: str) -> str:
+    """``text`` with every URL's user information (``https://user:TOKEN@host``) shown as ``<credentials>``: what
+    a record, a log or an error may say of a URL the user gave."""
+    return URL_CREDENTIALS.sub(r"\g<scheme><credentials>@", text)
+
+
 def checkpoint_name(model: ModelSpec) -> str:
     """The name a backend loads: a checkpoint kind's local folder with ``~`` expanded (``check_checkpoint``
     finds it so; transformers and vLLM would take ``~/ckpt`` for a hub id), else the name as given."""

@@ -70,6 +70,7 @@ from .base import (
     Request,
     Response,
     Usage,
+    hide_url_credentials,
     refuse_unknown_options,
     register_backend,
 )
@@ -405,6 +406,7 @@ class OpenAIBackend:
         """One ``GET {base_url}/models``: any HTTP answer means a server is there; none raises, naming the
         URL (the run stops before its first request)."""
         url = f"{self.settings.base_url}/models"
+        shown = hide_url_credentials(self.settings.base_url)
         try:
             self._client.get(url, timeout=min(self.settings.timeout, PREFLIGHT_TIMEOUT_S))
         except httpx.TimeoutException as exc:
@@ -414,7 +416,7 @@ class OpenAIBackend:
         else:
             return
         raise AudioICLError(
-            f"cannot reach the server at {self.settings.base_url} (GET {url}: {why}); start it, or name "
+            f"cannot reach the server at {shown} (GET {shown}/models: {self._redact(why)}); start it, or name "
             "another with --base-url"
         )
 
@@ -459,24 +461,24 @@ class OpenAIBackend:
         answers = [future.result() for future in futures]
         if answers and all(unconnected for _, unconnected in answers):
             raise BackendUnreachable(
-                f"no request of the call could reach the server at {self.settings.base_url} "
+                f"no request of the call could reach the server at {hide_url_credentials(self.settings.base_url)} "
                 f"({self._redact(answers[0][0].error or '')})"
             )
         return [self._redacted(response) for response, _ in answers]
 
     def _redact(self, text: str) -> str:
-        """``text`` with the API key blanked out (a server or proxy may quote the request's headers back)."""
-        return text.replace(self._key, REDACTED) if self._key and self._key in text else text
+        """``text`` with the API key blanked out (a server or proxy may quote the request's headers back) and
+        any URL's credentials hidden (an error may quote the ``--base-url`` it was given)."""
+        text = text.replace(self._key, REDACTED) if self._key and self._key in text else text
+        return hide_url_credentials(text)
 
     def _redacted(self, response: Response) -> Response:
-        if not self._key or not any(self._key in (t or "") for t in (response.text, response.error)):
-            return response
         text, error = response.text, response.error
-        return replace(
-            response,
-            text=None if text is None else self._redact(text),
-            error=None if error is None else self._redact(error),
-        )
+        text = None if text is None else self._redact(text)
+        error = None if error is None else self._redact(error)
+        if (text, error) == (response.text, response.error):
+            return response
+        return replace(response, text=text, error=error)
 
     def close(self) -> None:
         self._stop.set()
@@ -489,7 +491,7 @@ class OpenAIBackend:
 def make_openai(name: str, **options: object) -> Backend:
     settings = OpenAISettings.parse(options)
     info = {
-        "base_url": settings.base_url,
+        "base_url": hide_url_credentials(settings.base_url),
         "api_key_env": settings.api_key_env,  # the variable's name, never its value
         "concurrency": settings.concurrency,
         "max_retries": settings.max_retries,

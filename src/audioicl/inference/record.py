@@ -34,7 +34,7 @@ from typing import Any
 
 from audioicl import __version__
 from audioicl.backends import Backend
-from audioicl.backends.base import ModelSpec, answer_options
+from audioicl.backends.base import ModelSpec, answer_options, hide_url_credentials
 from audioicl.dataset.download import dataset_source
 from audioicl.dataset.manifest import dataset_fingerprint
 from audioicl.dataset.meta import k_of
@@ -166,6 +166,11 @@ def _sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def recorded_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Backend options as a record keeps them: sorted, a URL's credentials hidden (``-o base_url=...``)."""
+    return {key: hide_url_credentials(v) if isinstance(v, str) else v for key, v in sorted(options.items())}
+
+
 def run_settings(options: RunOptions) -> dict[str, Any]:
     """The options that change what a result line says; a resumed run must use the same ones (all backend
     options are recorded; ``record_conflicts`` leaves out those that only change how answers are computed)."""
@@ -178,7 +183,7 @@ def run_settings(options: RunOptions) -> dict[str, Any]:
         "morse_bank": options.morse_bank,
         "seed": options.seed,
         "prompts_sha256": _sha256_file(options.prompts) if options.prompts else None,
-        "backend_options": dict(sorted(options.backend_options.items())),
+        "backend_options": recorded_options(options.backend_options),
     }
     if options.pad == "batch":
         settings["batch_size"] = options.batch_size
@@ -243,7 +248,7 @@ def new_run_record(
                 "tasks": list(options.tasks) if options.tasks else None,
                 "limit": options.limit,
                 "batch_size": options.batch_size,
-                "backend_options": dict(sorted(options.backend_options.items())),
+                "backend_options": recorded_options(options.backend_options),
                 "retry_errors": options.retry_errors,
                 "audioicl_version": __version__,
                 "prompt_set_sha256": prompt_set_sha256(options),
@@ -301,7 +306,7 @@ def source_commit() -> tuple[str, bool] | None:
 def run_environment() -> dict[str, Any]:
     """Where this run runs: the ``environment`` block of its entry in ``runs``."""
     environment: dict[str, Any] = {
-        "argv": list(sys.argv),
+        "argv": [hide_url_credentials(arg) for arg in sys.argv],  # --base-url https://user:TOKEN@host
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
         "platform": platform.platform(),
