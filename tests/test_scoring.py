@@ -569,6 +569,25 @@ def test_summary_csv_bytes_exact(tmp_path):
     assert "1/3" in table.splitlines()[-1] and "33.3" in table
 
 
+@pytest.mark.parametrize("companion", ["summary_detail.csv", "summary_coverage.csv"])
+def test_a_companion_csv_that_cannot_be_written_leaves_no_summary(tmp_path, companion):
+    """Regression: the summary was written first, so a detail or coverage CSV that failed (a full disk, here a
+    folder in its place) left a summary that looked complete, or an earlier run's beside the new detail. The
+    summary is now written last, after an earlier one is removed."""
+    results = tmp_path / "results"
+    write_jsonl(results / "m_results_k1.jsonl", [line("AudioCount", "3", "3")])
+    out = tmp_path / "scores" / "summary.csv"
+    out.parent.mkdir()
+    out.write_text("model,shots,task,accuracy,n\r\nold,1,AudioCount,0.000000,9\r\n")
+    (out.parent / companion).mkdir()
+    with pytest.raises(AudioICLError, match=companion):
+        score_folder(results, out)
+    assert not out.exists()
+    (out.parent / companion).rmdir()
+    score_folder(results, out)
+    assert read_summary(out) == [SummaryRow("m", 1, "AudioCount", 1.0, 1)]
+
+
 def test_read_summary_errors(tmp_path):
     bad_header = tmp_path / "a.csv"
     bad_header.write_text("model,k,task\r\n")

@@ -537,7 +537,10 @@ def score_folder(
             f"no result files (<model>_results_k<k>.jsonl){wanted} found under this folder", file=str(root)
         )
     scoring = score_files(files, options, keep_examples=keep_examples)
-    write_summary(out, scoring.rows)
+    # the summary last, an earlier one removed first: scoring that fails half-way leaves no summary that looks
+    # complete, nor one of other results beside the new companions
+    with writing(out):
+        Path(out).unlink(missing_ok=True)
     write_detail(detail or detail_path(out), scoring.rows, strict=options.strict)
     write_coverage(coverage or coverage_path(out), scoring.coverage)
     if scoring.draws:
@@ -545,6 +548,7 @@ def score_folder(
     else:
         with writing(draws_path(out)):
             draws_path(out).unlink(missing_ok=True)
+    write_summary(out, scoring.rows)
     return scoring
 
 
