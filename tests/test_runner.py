@@ -489,3 +489,21 @@ def test_an_unreachable_backend_stops_the_run_writing_nothing_for_its_window(tin
     assert entry["timing"]["outcome"] == "stopped" and "could reach" in entry["timing"]["stopped_by"]
     again = run(options, report=quiet, backend=_Unreachable(answered=99))
     assert (again.ks[0].skipped, again.ks[0].written, again.errors) == (4, 8, 0)
+
+
+def test_the_run_record_names_the_digest_of_the_wording_the_prompts_came_from(tiny_dataset, tmp_path):
+    """``prompt_set_sha256`` of each run entry is the digest of the prompt set the run built its prompts from:
+    the built-in one, or a prompts file over it."""
+    from audioicl.prompts.sets import PromptSet, load_prompt_set
+
+    prompts = tmp_path / "mine.yaml"
+    prompts.write_text("general: Listen, then answer with one integer.\n", encoding="utf-8")
+    for out, given, expected in (
+        (tmp_path / "plain", None, PromptSet().sha256()),
+        (tmp_path / "file", prompts, load_prompt_set(prompts).sha256()),
+    ):
+        options = RunOptions(data=tiny_dataset, model="builtin:majority", out=out, shots=(1,), prompts=given)
+        run(options, report=quiet)
+        (entry,) = json.loads((out / "majority_run.json").read_text())["runs"]
+        assert entry["prompt_set_sha256"] == expected
+    assert PromptSet().sha256() != load_prompt_set(prompts).sha256()

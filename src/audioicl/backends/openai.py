@@ -124,12 +124,18 @@ class OpenAISettings:
     max_clip_seconds: float | None = None
     seed: int = 0
 
+    @property
+    def shown_url(self) -> str:
+        """``base_url`` as records and messages may say it: its credentials hidden."""
+        return hide_url_credentials(self.base_url)
+
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> OpenAISettings:
         refuse_unknown_options("openai backend takes", options, OPTIONS)
         base_url = str(options.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
         if not base_url.startswith(("http://", "https://")):
-            raise AudioICLError(f"--base-url must start with http:// or https://, got {base_url!r}")
+            shown = hide_url_credentials(base_url)
+            raise AudioICLError(f"--base-url must start with http:// or https://, got {shown!r}")
         clip = options.get("max_clip_seconds")
         return cls(
             base_url=base_url.rstrip("/"),
@@ -406,7 +412,7 @@ class OpenAIBackend:
         """One ``GET {base_url}/models``: any HTTP answer means a server is there; none raises, naming the
         URL (the run stops before its first request)."""
         url = f"{self.settings.base_url}/models"
-        shown = hide_url_credentials(self.settings.base_url)
+        shown = self.settings.shown_url
         try:
             self._client.get(url, timeout=min(self.settings.timeout, PREFLIGHT_TIMEOUT_S))
         except httpx.TimeoutException as exc:
@@ -461,7 +467,7 @@ class OpenAIBackend:
         answers = [future.result() for future in futures]
         if answers and all(unconnected for _, unconnected in answers):
             raise BackendUnreachable(
-                f"no request of the call could reach the server at {hide_url_credentials(self.settings.base_url)} "
+                f"no request of the call could reach the server at {self.settings.shown_url} "
                 f"({self._redact(answers[0][0].error or '')})"
             )
         return [self._redacted(response) for response, _ in answers]
@@ -491,7 +497,7 @@ class OpenAIBackend:
 def make_openai(name: str, **options: object) -> Backend:
     settings = OpenAISettings.parse(options)
     info = {
-        "base_url": hide_url_credentials(settings.base_url),
+        "base_url": settings.shown_url,
         "api_key_env": settings.api_key_env,  # the variable's name, never its value
         "concurrency": settings.concurrency,
         "max_retries": settings.max_retries,

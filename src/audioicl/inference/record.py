@@ -42,7 +42,7 @@ from audioicl.dataset.sidecar import Sidecar
 from audioicl.errors import AudioICLError, Stopped
 from audioicl.files import FileLock, write_atomic
 from audioicl.prompts.draws import DRAW_SEED, ORDER_SEED
-from audioicl.prompts.sets import PromptSet, load_prompt_set, variant_files
+from audioicl.prompts.sets import PromptSet, variant_files
 
 from .options import RunOptions
 
@@ -192,12 +192,6 @@ def run_settings(options: RunOptions) -> dict[str, Any]:
     return settings
 
 
-def prompt_set_sha256(options: RunOptions) -> str:
-    """The digest of the wording the run's prompts come from (``PromptSet.sha256``): its prompts file over the
-    defaults, or the built-in set."""
-    return (load_prompt_set(options.prompts) if options.prompts else PromptSet()).sha256()
-
-
 def variations_entry(options: RunOptions, pool_file: Path | None) -> dict[str, Any]:
     """The ``variations`` block of a run's entry: the counts, the seeds (``seeding.rng_for`` of these names),
     the pool's meta file and the variant files."""
@@ -222,12 +216,14 @@ def variations_entry(options: RunOptions, pool_file: Path | None) -> dict[str, A
 def new_run_record(
     options: RunOptions,
     metas: Mapping[int, Path],
+    prompt_set: PromptSet,
     sidecar: Sidecar | None = None,
     pool_file: Path | None = None,
 ) -> Record:
-    """This run's record: what its lines depend on, and (in ``runs``) what it selected and (``variations``,
-    only when asked for) its draws, orders and instruction variants. The transcripts a ``transcript`` run
-    shows are a setting: the sidecar's sha256, or ``perceived`` without one."""
+    """This run's record: what its lines depend on, and (in ``runs``) what it selected, the digest of the
+    wording its prompts come from (``prompt_set``: the built-in set or a prompts file over it) and
+    (``variations``, only when asked for) its draws, orders and instruction variants. The transcripts a
+    ``transcript`` run shows are a setting: the sidecar's sha256, or ``perceived`` without one."""
     settings = run_settings(options)
     if options.control == "transcript":
         settings["transcripts"] = sidecar.sha256 if sidecar else "perceived"
@@ -251,7 +247,7 @@ def new_run_record(
                 "backend_options": recorded_options(options.backend_options),
                 "retry_errors": options.retry_errors,
                 "audioicl_version": __version__,
-                "prompt_set_sha256": prompt_set_sha256(options),
+                "prompt_set_sha256": prompt_set.sha256(),
                 **({"k0_from": metas[0].name} if 0 in metas and k_of(metas[0]) != 0 else {}),
                 **({"variations": variations_entry(options, pool_file)} if options.variations.varied else {}),
                 "environment": run_environment(),

@@ -773,7 +773,7 @@ def _run_in(
     noted (``stop``) and acted on between windows, except while the backend loads, when it stops the run at
     once."""
     selected, bank, study, prompt_set = plan.selected, plan.bank, plan.study, plan.prompt_set
-    record = new_run_record(options, plan.metas, plan.sidecar, plan.pool_file)
+    record = new_run_record(options, plan.metas, prompt_set, plan.sidecar, plan.pool_file)
 
     locks = [FileLock(folder / results_name(options.model_name, k)) for k in selected]
     acquired: list[FileLock] = []

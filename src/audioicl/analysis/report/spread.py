@@ -14,6 +14,7 @@ from pathlib import Path
 from audioicl.scoring.draws import DrawRow, draws_path, read_draws
 
 from .confusion import ViewTable
+from .tables import percent
 
 SPREAD_NOTE = (
     "Each episode asked with several demonstration draws (which demos, from its own pool), demo orders and "
@@ -27,7 +28,7 @@ HEADER = ("model", "k", "asked", "mean", "sd draws", "sd orders", "sd variants",
 
 
 def _percent(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
+    return "–" if value is None else percent(value)
 
 
 def _points(value: float | None) -> str:
