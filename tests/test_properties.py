@@ -374,10 +374,9 @@ def classify_results(data: bytes) -> tuple[set[int], set[int], set[int], dict[in
         if text is not None and not text.strip():
             continue
         nonblank.add(number)
-        value = object_or_none(text)
-        if not (isinstance(value, dict) and isinstance(value.get("id"), str)):
-            refused.add(number)
         scored = object_or_none(None if text is None else text.strip())
+        if not (isinstance(scored, dict) and isinstance(scored.get("id"), str)):
+            refused.add(number)  # the resume reader reads a line as the scorer does
         if isinstance(scored, dict):
             records[number] = scored
         else:
@@ -390,6 +389,7 @@ def classify_results(data: bytes) -> tuple[set[int], set[int], set[int], dict[in
 @example((FOUND_BIG_INT, {}))
 @example((FOUND_DEEP, {}))
 @example((b'{"id": "a"}\r{"id": "b"}\r\xff\n', {}))  # the line of a byte that is not UTF-8, after \r endings
+@example(('\u00a0{"id": "a"}\u3000\n'.encode(), {}))  # Unicode spaces around a line: read, as the scorer does
 def test_results_lines_are_read_or_refused_naming_file_and_line(workdir, generated):
     data, _ = generated
     path = fresh(workdir) / "m_results_k1.jsonl"
@@ -407,6 +407,16 @@ def test_results_lines_are_read_or_refused_naming_file_and_line(workdir, generat
         got = list(iter_results(path))
         assert [r.line for r in got] == sorted(nonblank)
         assert all(r.file == path and isinstance(r.id, str) for r in got)
+
+
+def test_resume_and_scoring_read_a_line_with_unicode_spaces_around_it_alike(workdir):
+    """Regression: the resume reader refused a line the scorer reads (a no-break space before its JSON)."""
+    path = fresh(workdir) / "m_results_k1.jsonl"
+    line = '{"id": "e1", "task": "AudioCount", "response": "3", "gt": "3"}'
+    path.write_text("\u00a0" + line + "\u3000\n", encoding="utf-8")
+    assert [r.id for r in iter_results(path)] == ["e1"]
+    scored = list(iter_scored_lines(ResultFile(path, "m", 1), ScoreOptions(workers=1)))
+    assert [(s.id, s.verdict.correct) for s in scored] == [("e1", True)]
 
 
 @examples(150)

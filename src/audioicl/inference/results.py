@@ -83,8 +83,10 @@ class ResultLine:
 
 
 def _parse_line(text: str, path: Path, number: int) -> ResultLine:
+    """A line as the scorer (and the original's ``line.strip()``) reads it: Unicode whitespace around the JSON
+    (a no-break space, an ideographic space) is not part of it."""
     try:
-        data = json.loads(text)
+        data = json.loads(text.strip())
     except json.JSONDecodeError as exc:
         raise AudioICLError(
             f"malformed JSON: {exc.msg} (column {exc.colno})", file=str(path), line=number
