@@ -246,7 +246,7 @@ def load_checkpoint(name: str, settings: HFSettings, device: torch.device) -> Lo
     cls = _model_class(model_type, known, config)
     load_kwargs: dict[str, Any] = {
         "dtype": settings.torch_dtype(device),
-        "attn_implementation": family.attn or settings.attn,
+        "attn_implementation": attention_implementation(family, settings.attn),
         "trust_remote_code": settings.trust_remote_code,
         "device_map": {"": str(device)},
     }
@@ -265,6 +265,16 @@ def load_checkpoint(name: str, settings: HFSettings, device: torch.device) -> Lo
     adapter = _load_speech_adapter(model, name, family)
     model.eval()
     return Loaded(model, processor, family, model_type, config_sha256(name, config), adapter)
+
+
+def attention_implementation(family: AudioFamily, asked: str) -> str | dict[str, str]:
+    """What ``from_pretrained`` gets for ``attn_implementation``: the family's own where it needs one, else the
+    run's, per sub-config where some of the family's towers take eager attention only."""
+    if family.attn is not None:
+        return family.attn
+    if family.eager_towers:
+        return {"text_config": asked, **dict.fromkeys(family.eager_towers, "eager")}
+    return asked
 
 
 def _load_speech_adapter(model: Any, name: str, family: AudioFamily) -> str | None:
@@ -971,7 +981,7 @@ def backend_info(loaded: Loaded, settings: HFSettings, device: torch.device) -> 
         "config_sha256": loaded.config_sha256,
         "dtype": str(loaded.model.dtype).removeprefix("torch."),
         "device": str(device),
-        "attn": loaded.family.attn or settings.attn,
+        "attn": attention_implementation(loaded.family, settings.attn),
         "adapter": loaded.adapter,
         "transformers": transformers.__version__,
         "torch": torch.__version__,

@@ -75,6 +75,9 @@ class AudioFamily:
     audio_tokens_per_second: float | None = None
     forward_keys: tuple[str, ...] | None = None
     attn: str | None = None
+    # Sub-configs whose modules transformers loads with eager attention only (it refuses sdpa for them): loaded
+    # eager, the text model with the run's ``attn`` (Apertus 1.5's vision and audio tokenizers).
+    eager_towers: tuple[str, ...] = ()
     asr_only: bool = False
     min_transformers: str = "5.17"
     checkpoints: tuple[str, ...] = ()
