@@ -288,6 +288,12 @@ def test_the_prompt_set_digest_of_each_run_is_the_item_built_in_or_from_a_file(b
     (block,) = reproductions(load_board((results,), data=None).entries["m"], None)
     item = next(i for i in block.items if i.label == "prompt set sha256")
     assert item.value == "a" * 64 + " (prompts file (/p/mine.yaml), file sha256 " + "b" * 64 + ")"
+    # regression: a probe run's digest is the probe questions', which the block called "the built-in prompt set"
+    record["settings"] = {"prompts_sha256": None, "condition": "probe"}
+    record_path.write_text(json.dumps(record))
+    (block,) = reproductions(load_board((results,), data=None).entries["m"], None)
+    item = next(i for i in block.items if i.label == "prompt set sha256")
+    assert item.value == "a" * 64 + " (the built-in probe questions)"
 
 
 def test_the_dataset_fingerprint_comes_from_data_when_the_record_has_none(bench):

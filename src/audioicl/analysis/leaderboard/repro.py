@@ -15,6 +15,7 @@ from typing import Any
 
 from audioicl.dataset.manifest import dataset_fingerprint
 from audioicl.errors import AudioICLError
+from audioicl.inference.options import CONDITION_MARK
 from audioicl.inference.record import Record
 
 from .board import Entry, RecordFile
@@ -147,8 +148,7 @@ def _prompt_set(record: Record, settings: dict[str, Any], runs: list[dict[str, A
     extra = f"; variant files: {per_run(variants)}" if any(variants) else ""
     named = f" ({record['prompts']})" if isinstance(record.get("prompts"), str) else ""
     if wording:
-        source = f" (prompts file{named}, file sha256 {digest})" if digest else " (the built-in prompt set)"
-        return Item("prompt set sha256", f"{wording}{source}{extra}")
+        return Item("prompt set sha256", f"{wording}{_wording_source(settings, digest, named)}{extra}")
     if digest:  # a record from before prompt_set_sha256: the file's own digest
         return Item("prompt set sha256", f"{digest}{named}{extra}")
     if "prompts_sha256" in settings:
@@ -159,6 +159,16 @@ def _prompt_set(record: Record, settings: dict[str, Any], runs: list[dict[str, A
             False,
         )
     return Item("prompt set sha256", NOT_RECORDED, False)
+
+
+def _wording_source(settings: dict[str, Any], digest: str | None, named: str) -> str:
+    """Where the recorded wording came from: the prompts file or the built-in set; a probe run asks the built-in
+    probe questions (``prompts.probes``) with the system prompts of either."""
+    file = f"prompts file{named}, file sha256 {digest}"
+    condition = settings.get("condition")
+    if isinstance(condition, str) and "probe" in condition.split(CONDITION_MARK):
+        return f" (the built-in probe questions{'; system prompts from the ' + file if digest else ''})"
+    return f" ({file})" if digest else " (the built-in prompt set)"
 
 
 def _fingerprint(record: Record, data: Path | None) -> Item:
