@@ -235,7 +235,8 @@ def test_full_size_builders_make_the_real_shapes_without_memory(name):
 
 
 def test_towers_that_take_only_eager_attention_load_eager_beside_the_runs_text_attention():
-    """Apertus 1.5's vision and audio tokenizers refuse sdpa at load; its text model keeps the run's choice."""
+    """Apertus 1.5's vision and audio tokenizers and Gemma 4's audio tower refuse sdpa at load; the text model
+    keeps the run's choice."""
     from audioicl.backends.hf import attention_implementation
 
     apertus = FAMILIES.get("apertus1p5")
@@ -245,5 +246,6 @@ def test_towers_that_take_only_eager_attention_load_eager_beside_the_runs_text_a
         "audio_config": "eager",
     }
     assert attention_implementation(apertus, "eager")["text_config"] == "eager"
-    assert attention_implementation(FAMILIES.get("gemma4"), "sdpa") == "eager"  # the family's own, whole
+    gemma4 = attention_implementation(FAMILIES.get("gemma4"), "sdpa")  # its text model was eager too before
+    assert gemma4 == {"text_config": "sdpa", "audio_config": "eager"}
     assert attention_implementation(FAMILIES.get("qwen2-audio"), "flash_attention_2") == "flash_attention_2"

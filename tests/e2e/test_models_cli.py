@@ -34,3 +34,13 @@ def test_docs_models_holds_the_current_table():
     assert table in DOCS.read_text(encoding="utf-8"), (
         "docs/models.md is stale: paste `audioicl models --markdown`"
     )
+
+
+def test_the_per_clip_column_says_window_engine_or_any_where_no_limit_is_stated():
+    """Regression: every family without a stated limit read "window", Apertus 1.5 (no window) and the vLLM-only
+    families (the engine's limit) included."""
+    rows = {row["family"]: row["s per clip"] for row in json.loads(audioicl("models", "--json").stdout)}
+    assert rows["Apertus 1.5"] == "any"
+    assert rows["MiniCPM-o"] == "engine's"  # vLLM only
+    assert rows["Phi-4-multimodal"] == "window"  # hf: its feature extractor's
+    assert rows["Gemma 4"] == "30"

@@ -20,6 +20,7 @@ FAMILY = register(
         model_class="Apertus1p5ForConditionalGeneration",
         eager_towers=("vision_config", "audio_config"),  # transformers refuses sdpa for both tokenizers
         max_clip_seconds=None,
+        windowed=False,  # WavTokenizer's extractor pads a call to its longest clip and cuts nothing
         audio_tokens_per_second=40.0,
         min_transformers="5.24",
         checkpoints=("swiss-ai/Apertus-v1.5-8B",),

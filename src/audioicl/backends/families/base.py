@@ -71,6 +71,7 @@ class AudioFamily:
     system_family: str = "default"
     system: SystemRule = "allowed"
     max_clip_seconds: float | None = None
+    windowed: bool = True  # False: the feature extractor has no window, a clip of any length is taken whole
     max_clips: int | None = None
     audio_tokens_per_second: float | None = None
     forward_keys: tuple[str, ...] | None = None

@@ -36,7 +36,7 @@ FAMILY = register(
         model_class="Gemma4ForConditionalGeneration",
         max_clip_seconds=30.0,  # feature_extraction_gemma4.py: max_length=480_000, truncation=True
         audio_tokens_per_second=25.0,  # processing_gemma4.py: audio_ms_per_token=40
-        attn="eager",  # transformers 5.25: Gemma4AudioModel refuses sdpa at load
+        eager_towers=("audio_config",),  # transformers 5.25: Gemma4AudioModel refuses sdpa at load
         min_transformers="5.25",  # the release tested here; the first with Gemma 4 is unknown (see notes)
         checkpoints=("google/gemma-4-E2B-it", "google/gemma-4-E4B-it"),
         vllm=VllmSupport("Gemma4ForConditionalGeneration"),

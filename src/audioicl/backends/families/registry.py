@@ -21,9 +21,12 @@ def _verified(state: str) -> str:
 
 
 def _seconds(family: AudioFamily) -> str:
-    """The per-clip limit: the family's, else its feature extractor's window (hf), else the engine's."""
+    """The per-clip limit: the family's, else its feature extractor's window (hf; any where it has none), else
+    the engine's."""
     if family.max_clip_seconds is not None:
         return f"{family.max_clip_seconds:g}"
+    if not family.windowed:
+        return "any"
     return "window" if family.hf else "engine's"
 
 
@@ -41,7 +44,7 @@ def model_rows() -> list[dict[str, str]]:
                 "backends": ", ".join(backends),
                 "clips per prompt": ("any" if clips is None else str(clips))
                 + (f" (vllm: {vllm_clips})" if vllm_clips is not None else ""),
-                "s per clip": "window" if family.max_clip_seconds is None else f"{family.max_clip_seconds:g}",
+                "s per clip": _seconds(family),
                 "audio tokens/s": "-"
                 if family.audio_tokens_per_second is None
                 else f"{family.audio_tokens_per_second:g}",
