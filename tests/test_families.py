@@ -249,3 +249,28 @@ def test_towers_that_take_only_eager_attention_load_eager_beside_the_runs_text_a
     gemma4 = attention_implementation(FAMILIES.get("gemma4"), "sdpa")  # its text model was eager too before
     assert gemma4 == {"text_config": "sdpa", "audio_config": "eager"}
     assert attention_implementation(FAMILIES.get("qwen2-audio"), "flash_attention_2") == "flash_attention_2"
+
+
+def test_apertus_tokenizes_the_clips_as_the_processor_made_them_in_a_bf16_model(
+    family_checkpoints, tiny_dataset
+):
+    """Regression: the waveforms went to the model in its dtype, so in bf16 WavTokenizer (kept in fp32: a
+    rounded waveform flips codes) read them rounded to 8 bits of mantissa. The model card passes them as the
+    processor makes them, float32."""
+    backend = load_backend(ModelSpec("hf", str(family_checkpoints["apertus1p5"])), dtype="bf16", device="cpu")
+    try:
+        assert backend.model.dtype == torch.bfloat16
+        (rendered,), failed = backend.prepare(_requests(tiny_dataset, backend, limit=1))
+        assert not failed
+        inputs = backend.model_inputs([rendered])
+        assert inputs["input_values"].dtype == torch.float32
+        made = backend.processor(
+            text=[rendered.text],
+            audio=[clip.wave for clip in rendered.clips],
+            sampling_rate=backend.sampling_rate,
+            return_tensors="pt",
+            add_special_tokens=False,
+        )
+        assert torch.equal(inputs["input_values"], made["input_values"])
+    finally:
+        backend.close()

@@ -60,7 +60,8 @@ def model_inputs(
     device: torch.device,
     dtype: torch.dtype,
 ) -> dict[str, Any]:
-    """The model inputs of ``batch`` (left-padded), floating tensors in the model's dtype, on ``device``."""
+    """The model inputs of ``batch`` (left-padded), floating tensors in the model's dtype (but the family's
+    ``float32_inputs``), on ``device``."""
     if family.tokenizes_chat:
         out = family.chat_inputs(
             processor, [item.chat for item in batch if item.chat is not None], sampling_rate
@@ -68,7 +69,11 @@ def model_inputs(
     else:
         waves = [clip.wave for item in batch for clip in item.clips]
         out = family.process(processor, [item.text for item in batch], waves, sampling_rate)
-    inputs = {key: _placed(value, device, dtype) for key, value in _items(out) if key in names}
+    inputs = {
+        key: _placed(value, device, torch.float32 if key in family.float32_inputs else dtype)
+        for key, value in _items(out)
+        if key in names
+    }
     if "input_ids" not in inputs or "attention_mask" not in inputs:
         raise PlaceholderMismatch(f"the processor of {family.label} returned no input_ids and attention_mask")
     if audio_token_id is not None:

@@ -19,6 +19,7 @@ FAMILY = register(
         model_types=("apertus1p5",),
         model_class="Apertus1p5ForConditionalGeneration",
         eager_towers=("vision_config", "audio_config"),  # transformers refuses sdpa for both tokenizers
+        float32_inputs=("input_values",),  # the waveforms, for its fp32 WavTokenizer: bf16 would flip codes
         max_clip_seconds=None,
         windowed=False,  # WavTokenizer's extractor pads a call to its longest clip and cuts nothing
         audio_tokens_per_second=40.0,

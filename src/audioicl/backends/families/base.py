@@ -79,6 +79,9 @@ class AudioFamily:
     # Sub-configs whose modules transformers loads with eager attention only (it refuses sdpa for them): loaded
     # eager, the text model with the run's ``attn`` (Apertus 1.5's vision and audio tokenizers).
     eager_towers: tuple[str, ...] = ()
+    # Processor outputs the model reads in float32 whatever its dtype (they are not cast to it): Apertus 1.5's
+    # waveforms, which its fp32 WavTokenizer turns into codes (a bf16-rounded waveform flips codes).
+    float32_inputs: tuple[str, ...] = ()
     asr_only: bool = False
     min_transformers: str = "5.17"
     checkpoints: tuple[str, ...] = ()
