@@ -131,6 +131,7 @@ def measure(
         kv_cache=args.cache if reuse == "off" else "dynamic",
         compile=compile,
         cuda_graphs=cuda_graphs,
+        packed=args.pack and reuse != "off",
     )
     counts = parameter_counts(model)
     out = Path(tempfile.mkdtemp(prefix=f"gpu-{family}-{reuse}-"))
@@ -379,6 +380,7 @@ def main() -> None:
         "--speeds", default="off,all", help="fast paths of each audio/prefix run: off, graphs, all"
     )
     parser.add_argument("--step-ms", action="store_true", help="time one decode step, eager and replayed")
+    parser.add_argument("--pack", action="store_true", help="audio/prefix runs with -o pack=on (row packing)")
     parser.add_argument(
         "--cache", default="dynamic", choices=("dynamic", "static"), help="KV cache of reuse=off"
     )

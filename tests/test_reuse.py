@@ -26,6 +26,7 @@ from audioicl.backends.reuse import (  # noqa: E402
     batches,
     layout,
     pack,
+    pack_rows,
     shared_prefix,
     token_sequence,
 )
@@ -100,6 +101,26 @@ def test_each_prompt_in_a_row_sees_its_shared_prefix_and_itself_only():
     assert seen[10].nonzero().flatten().tolist() == [10]  # an unused slot sees only itself
 
 
+def test_packed_rows_hold_a_batchs_groups_one_after_another_each_reading_only_its_own_trunk():
+    long = [sequence(0, "a", [1, 2, 3, 4, 5, 6, 7, 8]), sequence(1, "a", [1, 2, 3, 9])]
+    small = [sequence(2, "b", [1, 2, 5]), sequence(3, "b", [1, 2, 6])]  # shares [1, 2]
+    tiny = [sequence(4, "c", [7, 8])]
+    rows = pack([*long, *small, *tiny], share=True)
+    assert [r.length for r in rows] == [9, 4, 2]
+    packed = pack_rows(rows)
+    assert [r.length for r in packed] == [9, 6]  # none longer than the longest; first fit, longest first
+    assert [[m.sequence.index for m in r.members] for r in packed] == [[0, 1], [2, 3, 4]]
+    assert [(m.start, m.shared, m.trunk_at) for m in packed[1].members] == [(0, 0, 0), (3, 2, 0), (4, 0, 4)]
+    plan = layout(packed, steps=1, pad_id=0, device=torch.device("cpu"), align=1)
+    assert plan.ids[1].tolist() == [1, 2, 5, 6, 7, 8, 0, 0, 0]
+    assert plan.positions[1, :6].tolist() == [0, 1, 2, 2, 0, 1]  # each prompt counts its own positions
+    seen = plan.visible(slice(0, plan.prefill))[1]
+    assert seen[3].nonzero().flatten().tolist() == [0, 1, 3]  # b's second prompt: its prefix and itself
+    assert seen[5].nonzero().flatten().tolist() == [4, 5]  # c: only itself, not b before it
+    assert seen[4].nonzero().flatten().tolist() == [4]
+    assert batches(rows, prompts=8, packed=True) == [packed]
+
+
 # --------------------------------------------------------------------------- options
 
 
@@ -111,6 +132,11 @@ def test_reuse_options_are_checked():
         HFSettings.parse({"reuse": "prefix", "attn": "flash_attention_2"})
     with pytest.raises(AudioICLError, match="cache applies to reuse=off"):
         HFSettings.parse({"cache": "static"})
+    assert HFSettings.parse({"pack": "on"}).pack and not HFSettings.parse({}).pack
+    with pytest.raises(AudioICLError, match="pack must be on or off"):
+        HFSettings.parse({"pack": "yes"})
+    with pytest.raises(AudioICLError, match="needs reuse=audio"):
+        HFSettings.parse({"pack": "on", "reuse": "off"})
     assert HFSettings.parse({"cache": "static", "reuse": "off"}).cache == "static"
 
 
@@ -185,8 +211,10 @@ def test_reuse_answers_equal_generate_from_scratch_for_every_task_and_k(
     assert len({r.task for r in requests}) == 9 and {r.k for r in requests} == {1, 2, 3, 4, 5}
     config = GenerationConfig(max_new_tokens=6, batch_size=7)  # several batches, rows of unequal length
     answers = {}
-    for reuse in ("off", "audio", "prefix"):
-        backend = prefix if reuse == "prefix" else with_reuse(prefix, reuse)
+    for reuse in ("off", "audio", "prefix", "packed"):
+        backend = {"prefix": prefix, "packed": replace(prefix, packed=True)}.get(reuse) or with_reuse(
+            prefix, reuse
+        )
         backend.embeddings.clear()  # the backend is the session's: count what this run encodes
         encoded_before, work_before = backend.embeddings.encoded, backend.work["encoded_clips"]
         responses = backend.generate(requests, config)
@@ -198,6 +226,7 @@ def test_reuse_answers_equal_generate_from_scratch_for_every_task_and_k(
             assert encoded == len(distinct) == backend.work["encoded_clips"] - work_before
     assert answers["audio"] == answers["off"]
     assert answers["prefix"] == answers["off"]
+    assert answers["packed"] == answers["off"]
     assert len({text for text, _ in answers["off"]}) > 1  # the answers say something about the prompts
 
 
@@ -210,6 +239,11 @@ def test_prefix_sharing_reads_fewer_positions(prefix_backends, one_episode_each)
         backend.work = dict.fromkeys(backend.work, 0)
         backend.generate(requests, config)
     assert prefix.work["lm_tokens"] < 0.7 * alone.work["lm_tokens"]
+    packed = replace(prefix, packed=True)
+    packed.work = dict.fromkeys(packed.work, 0)
+    packed.generate(requests, config)
+    assert packed.work["lm_tokens"] == prefix.work["lm_tokens"]  # the same prompts read, once each
+    assert packed.work["lm_padding"] < prefix.work["lm_padding"]
 
 
 def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_episode_each, monkeypatch):

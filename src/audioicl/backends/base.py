@@ -132,7 +132,7 @@ BACKENDS: Registry[BackendFactory] = Registry("backend")
 # another shard, may set them otherwise (``inference.record.record_conflicts``). The ``hf`` ones give the same answers
 # in fp32 (tests/test_reuse.py); in bf16 they move the numbers no more than the batch size does.
 EXECUTION_OPTIONS: Mapping[str, frozenset[str]] = {
-    "hf": frozenset({"cache", "reuse", "encoder"}),
+    "hf": frozenset({"cache", "reuse", "encoder", "pack"}),
     "openai": frozenset({"concurrency", "timeout", "max_retries", "backoff", "max_backoff"}),
     "vllm": frozenset({"gpu_memory_utilization", "enforce_eager", "distributed_executor_backend"}),
 }

@@ -28,7 +28,9 @@ padding being masked out of attention), ``reuse`` off|audio|prefix (``reuse``'s 
 where the family has it, encodes each clip once and computes the prefix an episode's k prompts share once;
 audio only the first; off runs transformers' ``generate`` on every prompt from scratch; sampling always runs
 ``generate``), ``compile`` and ``cuda_graphs`` auto|on|off (the reuse path's fused elementwise kernels and its
-decode step as a CUDA graph, ``graphs``; auto: graphs on where there is a CUDA device, compile off).
+decode step as a CUDA graph, ``graphs``; auto: graphs on where there is a CUDA device, compile off), ``pack``
+on|off (the reuse path packs a batch's rows into fewer rows no longer than its longest, so that the prefill
+computes no padding positions between them; off by default until measured on a GPU: docs/measurements.md).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ OPTIONS = (
     "encoder",
     "compile",
     "cuda_graphs",
+    "pack",
 )
 CACHES = ("dynamic", "static")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -128,6 +131,7 @@ class HFSettings:
     encoder: str = "valid"
     compile: str = "auto"
     cuda_graphs: str = "auto"
+    pack: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> HFSettings:
@@ -157,6 +161,13 @@ class HFSettings:
         for name, value in speed.items():
             if value not in SPEED_MODES:
                 raise AudioICLError(f"backend option {name} must be auto, on or off, got {value!r}")
+        pack = str(options.get("pack", "off"))
+        if pack not in ("on", "off"):
+            raise AudioICLError(f"backend option pack must be on or off, got {pack!r}")
+        if pack == "on" and reuse == "off":
+            raise AudioICLError(
+                "backend option pack=on packs the rows of the reuse path: it needs reuse=audio|prefix"
+            )
         remote = str(options.get("trust_remote_code", "false")).lower()
         if remote not in ("true", "false", "1", "0", "yes", "no"):
             raise AudioICLError(f"backend option trust_remote_code must be true or false, got {remote!r}")
@@ -169,6 +180,7 @@ class HFSettings:
             cache=cache,
             reuse=None if reuse is None else str(reuse),
             encoder=encoder,
+            pack=pack == "on",
             **speed,
         )
 
@@ -417,6 +429,9 @@ class HFBackend:
     audio_cache_mb: int = 4096  # audio embeddings of the reuse path, on the model's device
     compile: str = "auto"  # graphs.SPEED_MODES: the reuse path's decoder norms and MLPs compiled
     cuda_graphs: str = "auto"  # graphs.SPEED_MODES: the reuse path's decode step as a CUDA graph
+    packed: bool = (
+        False  # -o pack=on: the reuse path's rows of a batch packed into fewer (``reuse.pack_rows``)
+    )
 
     def __post_init__(self) -> None:
         self.extractor = audio_extractor(self.processor)
@@ -798,7 +813,7 @@ class HFBackend:
         if self.parts is not None and config.temperature <= 0:
             rows, clips, failed = self.pack(prepared)
             responses.update(failed)
-            for batch in batches(rows, max(config.batch_size, 1)):
+            for batch in batches(rows, max(config.batch_size, 1), packed=self.packed):
                 if self._halted:
                     raise GenerationStopped(responses)
                 responses.update(
@@ -1004,10 +1019,12 @@ def make_hf(name: str, **options: object) -> Backend:
             **backend_info(loaded, settings, device),
             "reuse": settings.reuse_for(loaded.family),
             "encoder": settings.encoder,
+            "pack": settings.pack,
         },
         kv_cache=settings.cache,
         reuse=settings.reuse_for(loaded.family),
         encoder=settings.encoder,
         compile=settings.compile,
         cuda_graphs=settings.cuda_graphs,
+        packed=settings.pack,
     )

@@ -24,7 +24,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -99,11 +99,13 @@ def shared_prefix(a: TokenSequence, b: TokenSequence) -> int:
 @dataclass(frozen=True)
 class Member:
     """A prompt in a row: its own tokens ``sequence.ids[shared:]`` lie at ``start`` in the row; before
-    them it reads the trunk's first ``shared`` tokens (the trunk, member 0, reads only its own)."""
+    them it reads the first ``shared`` tokens of its group's trunk, which starts at ``trunk_at`` (the trunk
+    reads only its own; a packed row holds several groups one after another)."""
 
     sequence: TokenSequence
     shared: int
     start: int
+    trunk_at: int = 0
 
     @property
     def own(self) -> int:
@@ -139,8 +141,9 @@ def pack(sequences: Sequence[TokenSequence], share: bool) -> list[Row]:
     return rows
 
 
-def batches(rows: Sequence[Row], prompts: int) -> list[list[Row]]:
-    """Rows longest first, in batches of at least ``prompts`` prompts (a batch ends with a whole row)."""
+def batches(rows: Sequence[Row], prompts: int, packed: bool = False) -> list[list[Row]]:
+    """Rows longest first, in batches of at least ``prompts`` prompts (a batch ends with a whole row); with
+    ``packed``, each batch's rows packed (``pack_rows``)."""
     out: list[list[Row]] = []
     count = 0
     for row in sorted(rows, key=lambda r: r.length, reverse=True):
@@ -149,7 +152,25 @@ def batches(rows: Sequence[Row], prompts: int) -> list[list[Row]]:
             count = 0
         out[-1].append(row)
         count += len(row.members)
-    return out
+    return [pack_rows(batch) for batch in out] if packed else out
+
+
+def pack_rows(rows: Sequence[Row]) -> list[Row]:
+    """The rows of a batch placed one after another in fewer rows, none longer than the batch's longest (first
+    fit, longest first): the batch's padding positions are computed no more, and its attention (the full
+    square of the longest row, masked) covers fewer rows. Each group still reads only itself (``trunk_at``)."""
+    capacity = max(row.length for row in rows)
+    bins: list[list[Member]] = []
+    used: list[int] = []
+    for row in sorted(rows, key=lambda r: r.length, reverse=True):
+        place = next((i for i, length in enumerate(used) if length + row.length <= capacity), len(bins))
+        if place == len(bins):
+            bins.append([])
+            used.append(0)
+        offset = used[place]
+        bins[place] += [replace(m, start=m.start + offset, trunk_at=m.trunk_at + offset) for m in row.members]
+        used[place] += row.length
+    return [Row(tuple(members)) for members in bins]
 
 
 @dataclass
@@ -157,11 +178,13 @@ class Layout:
     """A batch of rows as tensors. Positions ``[0, prefill)`` hold the rows' tokens (padded at the end);
     after them, ``steps`` groups of ``width`` slots, one slot per member per generation step (the token a
     member generated at step t is read in at slot t). ``owner``: the member each position belongs to;
-    ``limit``: per member, how many trunk positions it reads; ``positions``: position ids."""
+    ``limit``: per member, how many positions of its group's trunk it reads, from ``trunk_at``;
+    ``positions``: position ids."""
 
     ids: torch.Tensor  # [rows, prefill]
     owner: torch.Tensor  # [rows, total]
     limit: torch.Tensor  # [rows, width]
+    trunk_at: torch.Tensor  # [rows, width]
     positions: torch.Tensor  # [rows, total]
     last: torch.Tensor  # [rows, width]: where each member's last prompt token is
     prefill: int
@@ -173,14 +196,18 @@ class Layout:
 
     def visible(self, queries: slice) -> torch.Tensor:
         """[rows, queries, total] True where the query position may attend to the key position: its own
-        member's earlier positions, the trunk's first ``limit`` positions, and itself (padding only that)."""
+        member's earlier positions, its trunk's first ``limit`` positions, and itself (padding only that)."""
         keys = torch.arange(self.total, device=self.owner.device)
         query_ids = keys[queries]
         owner_q = self.owner[:, queries]
         same = (owner_q[:, :, None] == self.owner[:, None, :]) & (owner_q[:, :, None] >= 0)
         causal = keys[None, None, :] <= query_ids[None, :, None]
         limit_q = torch.gather(self.limit, 1, owner_q.clamp(min=0))
-        trunk = (keys[None, None, :] < limit_q[:, :, None]) & (owner_q[:, :, None] >= 0)
+        from_q = torch.gather(self.trunk_at, 1, owner_q.clamp(min=0))
+        in_trunk = (keys[None, None, :] >= from_q[:, :, None]) & (
+            keys[None, None, :] < (from_q + limit_q)[:, :, None]
+        )
+        trunk = in_trunk & (owner_q[:, :, None] >= 0)
         itself = keys[None, None, :] == query_ids[None, :, None]
         return (same & causal) | trunk | itself
 
@@ -193,6 +220,7 @@ def layout(rows: Sequence[Row], steps: int, pad_id: int, device: torch.device, a
     ids = torch.full((len(rows), prefill), pad_id, dtype=torch.long)
     owner = torch.full((len(rows), total), PAD_SLOT, dtype=torch.long)
     limit = torch.zeros((len(rows), width), dtype=torch.long)
+    trunk_at = torch.zeros((len(rows), width), dtype=torch.long)
     positions = torch.zeros((len(rows), total), dtype=torch.long)
     last = torch.zeros((len(rows), width), dtype=torch.long)
     for r, row in enumerate(rows):
@@ -202,6 +230,7 @@ def layout(rows: Sequence[Row], steps: int, pad_id: int, device: torch.device, a
             owner[r, own] = m
             positions[r, own] = torch.arange(member.shared, len(member.sequence))
             limit[r, m] = member.shared
+            trunk_at[r, m] = member.trunk_at
             last[r, m] = member.start + member.own - 1
             for step in range(steps):
                 slot = prefill + step * width + m
@@ -211,6 +240,7 @@ def layout(rows: Sequence[Row], steps: int, pad_id: int, device: torch.device, a
         ids.to(device),
         owner.to(device),
         limit.to(device),
+        trunk_at.to(device),
         positions.to(device),
         last.to(device),
         prefill,

@@ -1,0 +1,101 @@
+"""What ``-o pack=on`` saves the reuse path's prefill, counted over a real build: positions and attention area.
+
+Every prompt of a build (k = 1..5, the Morse bank on) goes through the ``hf`` backend of a tiny random Qwen2-Audio
+checkpoint as a run sends it: episode-major windows of ``batch x 4`` prompts, each prepared (its clips through the
+real Qwen2-Audio processor: the real audio token counts; the text through a small BPE, so text counts are larger
+than Qwen's), packed into the reuse path's rows (an episode's k prompts sharing their prefix) and cut into batches.
+Nothing runs through a model: what a prefill computes follows from the batches' shapes.
+
+- ``positions``: rows x the batch's longest row, summed over batches (every position of the prefill, padding
+  included); ``padding``: the share of those that hold no token;
+- ``attention``: rows x longest^2 summed (the masked full square that sdpa computes for the custom mask).
+
+    python benchmarks/row_packing.py [--episodes 20] [--batch-size 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from audioicl import ModelSpec, load_backend
+from audioicl.backends.base import Request
+from audioicl.backends.reuse import batches
+from audioicl.dataset.meta import read_meta
+from audioicl.prompts.build import build_prompt
+from audioicl.prompts.clips import ClipStore, load_morse_bank
+from audioicl.testing import tiny_checkpoint
+
+
+def requests(root: Path, family: str) -> list[Request]:
+    """Every episode's k = 1..5 prompts, an episode's together (the runner's default order)."""
+    store, bank = ClipStore(root), load_morse_bank(root, "auto")
+    work = [(ep.id, k, ep) for k in range(1, 6) for ep in read_meta(root / "meta" / f"meta_k{k}.jsonl")]
+    return [
+        Request(f"{eid}@k{k}", eid, ep.task, k, build_prompt(ep, store, family=family, bank=bank).chat)
+        for eid, k, ep in sorted(work, key=lambda item: (item[0], item[1]))
+    ]
+
+
+def shapes(backend, all_requests: list[Request], batch_size: int, packed: bool) -> dict[str, float]:
+    window = batch_size * 4
+    totals = {"batches": 0, "rows": 0, "tokens": 0, "positions": 0, "attention": 0}
+    for start in range(0, len(all_requests), window):
+        prepared, failed = backend.prepare(all_requests[start : start + window])
+        assert not failed, failed
+        rows, _, refused = backend.pack(prepared)
+        assert not refused, refused
+        for batch in batches(rows, batch_size, packed=packed):
+            longest = max(row.length for row in batch)
+            totals["batches"] += 1
+            totals["rows"] += len(batch)
+            totals["tokens"] += sum(row.length for row in batch)
+            totals["positions"] += len(batch) * longest
+            totals["attention"] += len(batch) * longest**2
+    return totals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=128)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "bench"
+        command = [
+            sys.executable,
+            "-m",
+            "audioicl",
+            "build",
+            "--out",
+            str(root),
+            "--episodes",
+            str(args.episodes),
+        ]
+        subprocess.run([*command, "--quiet"], check=True)
+        checkpoint = tiny_checkpoint("qwen2-audio", Path(tmp) / "ckpt")
+        backend = load_backend(ModelSpec("hf", str(checkpoint)), dtype="fp32", device="cpu")
+        prompts = requests(root, backend.family)
+        plain = shapes(backend, prompts, args.batch_size, packed=False)
+        packed = shapes(backend, prompts, args.batch_size, packed=True)
+    print(
+        f"{len(prompts)} prompts ({args.episodes} episodes per task, k = 1..5), batch {args.batch_size}, reuse=prefix"
+    )
+    print(f"{'':>12} | {'batches':>7} | {'rows':>6} | {'positions':>11} | {'padding':>7} | {'attention':>15}")
+    for name, made in (("pack=off", plain), ("pack=on", packed)):
+        padding = 1 - made["tokens"] / made["positions"]
+        print(
+            f"{name:>12} | {made['batches']:>7} | {made['rows']:>6} | {made['positions']:>11,} | "
+            f"{padding:>7.1%} | {made['attention']:>15,}"
+        )
+    print(
+        f"{'on / off':>12} | {'':>7} | {packed['rows'] / plain['rows']:>6.2f} | "
+        f"{packed['positions'] / plain['positions']:>11.3f} | {'':>7} | {packed['attention'] / plain['attention']:>15.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
