@@ -132,7 +132,7 @@ def test_reuse_options_are_checked():
         HFSettings.parse({"reuse": "prefix", "attn": "flash_attention_2"})
     with pytest.raises(AudioICLError, match="cache applies to reuse=off"):
         HFSettings.parse({"cache": "static"})
-    assert HFSettings.parse({"pack": "on"}).pack and not HFSettings.parse({}).pack
+    assert HFSettings.parse({"pack": "on"}).pack == "on" and HFSettings.parse({}).pack == "off"
     with pytest.raises(AudioICLError, match="pack must be on or off"):
         HFSettings.parse({"pack": "yes"})
     with pytest.raises(AudioICLError, match="needs reuse=audio"):

@@ -24,7 +24,6 @@ HIDDEN_OPTIONS = frozenset({"seed"})  # set with --seed, not -o
 # What a run gets where its factory does more than take the settings class's default (module docstrings).
 NOTES = {
     ("hf", "reuse"): "prefix where the family has the reuse path, else off",
-    ("hf", "pack"): "off",
     ("hf", "dtype"): "bf16 on a GPU that has it, else fp32",
     ("hf", "device"): "cuda when there is one, else cpu",
     ("openai", "base_url"): "--base-url, else $OPENAI_BASE_URL, else this",

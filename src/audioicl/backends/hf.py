@@ -131,7 +131,7 @@ class HFSettings:
     encoder: str = "valid"
     compile: str = "auto"
     cuda_graphs: str = "auto"
-    pack: bool = False
+    pack: str = "off"
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> HFSettings:
@@ -180,7 +180,7 @@ class HFSettings:
             cache=cache,
             reuse=None if reuse is None else str(reuse),
             encoder=encoder,
-            pack=pack == "on",
+            pack=pack,
             **speed,
         )
 
@@ -1026,5 +1026,5 @@ def make_hf(name: str, **options: object) -> Backend:
         encoder=settings.encoder,
         compile=settings.compile,
         cuda_graphs=settings.cuda_graphs,
-        packed=settings.pack,
+        packed=settings.pack == "on",
     )
