@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from audioicl import AudioICLError, ModelSpec, RunOptions, audio, load_backend, 
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.backends.families import FAMILIES  # noqa: E402
 from audioicl.backends.rendering import end_of_turn_token  # noqa: E402
+from audioicl.backends.reuse import PARTS  # noqa: E402
 from audioicl.prompts.build import build_prompt  # noqa: E402
 from audioicl.prompts.clips import ClipStore  # noqa: E402
 from audioicl.testing.families import TINY  # noqa: E402
@@ -70,7 +72,7 @@ def _card_conversation(family, chat, rate: int) -> list[dict]:
     """The chat as a model card writes it: content parts, each audio part carrying its samples at the model's
     ``rate`` (a bare array is taken to be at the feature extractor's rate: Apertus 1.5's is 24 kHz)."""
     waves = iter(audio.resample(part.wave, part.sr, rate) for part in chat.audio_parts())
-    messages = family.template_messages(chat)
+    messages = replace(family, rendering="parts").template_messages(chat)  # a fast-path family's card too
     for message in messages:
         if isinstance(message["content"], list):
             message["content"] = [
@@ -80,18 +82,25 @@ def _card_conversation(family, chat, rate: int) -> list[dict]:
     return messages
 
 
+def _our_inputs(backend, request: Request) -> tuple[dict, int]:
+    """What ``generate`` gets for ``request`` alone (the family's processor call, or the fast path's own
+    tokens and cached features), and how many clips it holds."""
+    (prepared,), failed = backend.prepare([request])
+    assert not failed
+    ours = backend.model_inputs([prepared]) if backend.processed else backend._inputs([prepared])
+    return ours, len(prepared.clips)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_inputs_equal_the_model_cards_processor_call(backends, tiny_dataset, name):
     backend = backends[name]
     family = backend.model_family
     for request in _requests(tiny_dataset, backend, limit=4):
-        (rendered,), failed = backend.prepare([request])
-        assert not failed
-        ours = backend.model_inputs([rendered])
+        ours, clips = _our_inputs(backend, request)
         reference = TINY.get(name).model_card_inputs(
             backend.processor, _card_conversation(family, request.chat, backend.sampling_rate)
         )
-        shared = sorted(set(reference) & backend.forward_names)
+        shared = sorted(set(reference) & (backend.forward_names or set(ours)))
         assert {"input_ids", "attention_mask"} <= set(shared)
         assert set(ours) == set(shared), f"{name}: passed {sorted(ours)}, the card's call makes {shared}"
         for key in shared:
@@ -101,7 +110,7 @@ def test_inputs_equal_the_model_cards_processor_call(backends, tiny_dataset, nam
                 assert torch.equal(ours[key], expected), f"{name}: {key} differs from the model card's"
             else:
                 assert ours[key] == expected, f"{name}: {key} differs from the model card's"
-        assert int((ours["input_ids"] == backend.audio_token_id).sum()) >= len(rendered.clips)
+        assert int((ours["input_ids"] == backend.audio_token_id).sum()) >= clips
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -196,7 +205,8 @@ def test_an_overlong_and_a_corrupt_clip_are_each_their_own_error_line(
 @pytest.mark.parametrize("name", NAMES)
 def test_every_family_is_registered_for_the_backend(name):
     family = FAMILIES.get(name)
-    assert family.rendering == "parts" and family.checkpoints
+    assert family.checkpoints
+    assert family.rendering == "parts" or family.name in PARTS  # inline: the fast path, reuse included
 
 
 def test_a_speech_lora_the_checkpoint_ships_needs_peft(family_checkpoints, tmp_path):
@@ -257,20 +267,18 @@ def test_apertus_tokenizes_the_clips_as_the_processor_made_them_in_a_bf16_model(
     """Regression: the waveforms went to the model in its dtype, so in bf16 WavTokenizer (kept in fp32: a
     rounded waveform flips codes) read them rounded to 8 bits of mantissa. The model card passes them as the
     processor makes them, float32."""
-    backend = load_backend(ModelSpec("hf", str(family_checkpoints["apertus1p5"])), dtype="bf16", device="cpu")
-    try:
-        assert backend.model.dtype == torch.bfloat16
-        (rendered,), failed = backend.prepare(_requests(tiny_dataset, backend, limit=1))
-        assert not failed
-        inputs = backend.model_inputs([rendered])
-        assert inputs["input_values"].dtype == torch.float32
-        made = backend.processor(
-            text=[rendered.text],
-            audio=[clip.wave for clip in rendered.clips],
-            sampling_rate=backend.sampling_rate,
-            return_tensors="pt",
-            add_special_tokens=False,
-        )
-        assert torch.equal(inputs["input_values"], made["input_values"])
-    finally:
-        backend.close()
+    checkpoint = str(family_checkpoints["apertus1p5"])
+    for reuse in ("off", "prefix"):  # the processor's call per batch; the fast path's cached features
+        backend = load_backend(ModelSpec("hf", checkpoint), dtype="bf16", device="cpu", reuse=reuse)
+        try:
+            assert backend.model.dtype == torch.bfloat16
+            (request,) = _requests(tiny_dataset, backend, limit=1)
+            inputs, _ = _our_inputs(backend, request)
+            assert inputs["input_values"].dtype == torch.float32
+            card = TINY.get("apertus1p5").model_card_inputs(
+                backend.processor,
+                _card_conversation(backend.model_family, request.chat, backend.sampling_rate),
+            )
+            assert torch.equal(inputs["input_values"], card["input_values"])
+        finally:
+            backend.close()

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
-from audioicl import AudioICLError, Episode, read_meta  # noqa: E402
+from audioicl import AudioICLError, Episode, ModelSpec, load_backend, read_meta  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.backends.hf import HFBackend, HFSettings  # noqa: E402
 from audioicl.backends.reuse import (  # noqa: E402
@@ -205,9 +205,40 @@ def prefix_backends(tiny_backends):
 def test_reuse_answers_equal_generate_from_scratch_for_every_task_and_k(
     prefix_backends, one_episode_each, family
 ):
-    prefix = prefix_backends[family]
+    assert_reuse_answers_equal_generate(prefix_backends[family], one_episode_each)
+
+
+@pytest.fixture(scope="module")
+def fast_path_families(tmp_path_factory):
+    """family → the default backend (fp32, CPU) of every family beyond the Qwen ones that has the fast path,
+    around its tiny checkpoint."""
+    from audioicl.backends.reuse import PARTS
+    from audioicl.testing.families import TINY
+
+    root = tmp_path_factory.mktemp("fast-path-families")
+    loaded = {
+        name: load_backend(
+            ModelSpec("hf", str(TINY.get(name).write(root / name, 0))), dtype="fp32", device="cpu"
+        )
+        for name in TINY.names()
+        if name in PARTS
+    }
+    yield loaded
+    for backend in loaded.values():
+        backend.close()
+
+
+def test_every_fast_path_family_answers_as_generate_from_scratch(fast_path_families, one_episode_each):
+    assert set(fast_path_families) == {"apertus1p5"}
+    for backend in fast_path_families.values():
+        assert_reuse_answers_equal_generate(backend, one_episode_each)
+
+
+def assert_reuse_answers_equal_generate(prefix: HFBackend, root: Path) -> None:
+    """Every task at k = 1..5: the same answers from scratch (``reuse=off``), with each clip encoded once
+    (``audio``), with each episode's prefix shared (``prefix``, the backend's default) and with rows packed."""
     assert prefix.reuse == "prefix" and prefix.info["reuse"] == "prefix"
-    requests = episode_major_requests(one_episode_each, prefix.family)
+    requests = episode_major_requests(root, prefix.family)
     assert len({r.task for r in requests}) == 9 and {r.k for r in requests} == {1, 2, 3, 4, 5}
     config = GenerationConfig(max_new_tokens=6, batch_size=7)  # several batches, rows of unequal length
     answers = {}

@@ -7,7 +7,7 @@ checkpoint (its config's ``thinker_config``, weights under ``thinker.``); for a 
 config's ``architectures``, then the Auto classes where one takes its config.
 
 Each request's chat is rendered by ``rendering.render_chat`` (the model's own chat template). The three Qwen
-families (``inline``) take the fast path: each distinct clip through the processor once (a feature cache),
+families and Apertus 1.5 (``inline``) take the fast path: each distinct clip through the processor once (a feature cache),
 the processor's expansion of the placeholders checked against the clips, and the reuse path below. Every
 other family (``parts``) gets exactly what its own processor makes of a micro-batch (``processed``). A prompt
 that does not fit the language model's context (``max_position_embeddings``) with the new tokens gets an error
@@ -36,6 +36,7 @@ computes no padding positions between them; off by default until measured on a G
 from __future__ import annotations
 
 import gc
+import inspect
 import threading
 import time
 from collections import OrderedDict
@@ -528,7 +529,7 @@ class HFBackend:
 
     def _extract(self, clips: Sequence[AudioPart]) -> list[ClipFeatures]:
         """One processor call over ``clips``, each with its own one-placeholder text."""
-        on_device = {"device": str(self.device)} if self.device.type == "cuda" else {}  # mel on the GPU
+        on_device = {"device": str(self.device)} if self._features_on_device else {}  # mel on the GPU
         trim = {}
         if self.trim_to is not None:
             longest = max(len(clip.wave) for clip in clips)
@@ -543,8 +544,9 @@ class HFBackend:
             **on_device,
             **trim,
         )
-        mask = out.get("feature_attention_mask")
-        if mask is None or "input_features" not in out:
+        features_key, mask_key = self.model_family.feature_keys
+        mask = out.get(mask_key)
+        if mask is None or features_key not in out:
             raise PlaceholderMismatch(f"the processor of {self.name} returned no audio features for a clip")
         made = []
         for row in range(len(clips)):
@@ -552,7 +554,7 @@ class HFBackend:
             if tokens < 1:
                 raise PlaceholderMismatch(f"the processor of {self.name} made no audio tokens for a clip")
             valid = int(mask[row].sum())
-            features = out["input_features"][row].to(torch.float32)
+            features = out[features_key][row].to(torch.float32)
             if self.model_family.encoder_reads_valid_frames:
                 features = features[:, :valid]
             elif self.trim_to is not None:
@@ -588,7 +590,7 @@ class HFBackend:
             )
         out = [pieces[0]]
         for clip, piece in zip(clips, pieces[1:], strict=True):
-            out += [token * clip.tokens, piece]
+            out += [self.model_family.expansion(self.processor, clip.tokens), piece]
         return "".join(out)
 
     def _inputs(self, batch: Sequence[_Prepared] | Sequence[Rendered]) -> dict[str, Any]:
@@ -603,15 +605,16 @@ class HFBackend:
         clips = [clip for item in batch for clip in item.clips]
         if clips:
             features, mask = self._feature_batch(clips)
-            inputs.update(input_features=features, feature_attention_mask=mask)
+            inputs.update(zip(self.model_family.feature_keys, (features, mask), strict=True))
         return {key: value.to(self.device) for key, value in inputs.items()}
 
     def _feature_batch(self, clips: Sequence[ClipFeatures]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The clips' features as one tensor padded with zeros to the longest (model dtype), and the mask
-        of their valid frames."""
+        """The clips' features as one tensor padded with zeros to the longest (model dtype, but float32 where
+        the family reads them so), and the mask of their valid frames."""
         bins = clips[0].features.shape[0]
         frames = max(clip.features.shape[1] for clip in clips)
-        features = torch.zeros(len(clips), bins, frames, dtype=self.model.dtype)
+        float32 = self.model_family.feature_keys[0] in self.model_family.float32_inputs
+        features = torch.zeros(len(clips), bins, frames, dtype=torch.float32 if float32 else self.model.dtype)
         mask = torch.zeros(len(clips), frames, dtype=torch.int32)
         for row, clip in enumerate(clips):
             features[row, :, : clip.features.shape[1]] = clip.features
@@ -686,6 +689,13 @@ class HFBackend:
             **({"suppress_tokens": [self.audio_token_id]} if self._suppresses_audio_token else {}),
             **({"cache_implementation": self.kv_cache} if self.kv_cache != "dynamic" else {}),
         }
+
+    @property
+    def _features_on_device(self) -> bool:
+        """Whether the feature extractor computes on the model's GPU (Whisper's takes ``device``)."""
+        return (
+            self.device.type == "cuda" and "device" in inspect.signature(self.extractor.__call__).parameters
+        )
 
     @property
     def _suppresses_audio_token(self) -> bool:

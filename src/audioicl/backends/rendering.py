@@ -2,7 +2,8 @@
 
 The original (SPEC §4) writes each clip's audio placeholder inline in the user text
 (``[Demo Audio 1] <|audio_bos|><|AUDIO|><|audio_eos|> Label: 7``) and renders the messages, as plain strings,
-with the model's own chat template and the generation prompt: the three Qwen families keep that (``inline``).
+with the model's own chat template and the generation prompt: the three Qwen families keep that (``inline``), and
+so does Apertus 1.5, whose template renders such a string as it renders audio parts.
 Every other family is rendered as its model card does it, content parts through its own template
 (``parts``); ``backends.families`` says which family is which and holds what else differs between them.
 The ``hf`` and ``vllm`` backends both render through ``render_chat``; only how the text and the waves reach

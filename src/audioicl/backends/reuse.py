@@ -328,12 +328,31 @@ def _omni_thinker_parts(model: Any, encoder: str = "valid") -> ModelParts:
     return ModelParts(model.model, model.lm_head, encode, model.config.text_config)
 
 
+def _apertus_parts(model: Any, encoder: str = "valid") -> ModelParts:
+    inner = model.model
+
+    def encode(features: torch.Tensor, valid: torch.Tensor, tokens: Sequence[int]) -> list[torch.Tensor]:
+        """Each clip's waveform ([clips, 1, samples], float32) through the WavTokenizer at its own length and
+        its codes through the text embedding table (``Apertus1p5Model.get_audio_features``)."""
+        samples = torch.arange(features.shape[-1], device=features.device)
+        mask = (samples[None, :] < valid[:, None]).long()
+        out = list(inner.get_audio_features(features.to(torch.float32), mask).pooler_output)
+        if [len(clip) for clip in out] != list(tokens):
+            raise ValueError(
+                f"the audio tokenizer made {[len(c) for c in out]} codes for {list(tokens)} tokens"
+            )
+        return out
+
+    return ModelParts(inner.language_model, model.lm_head, encode, model.config.text_config)
+
+
 ENCODER_WINDOWS = ("valid", "window")
 # family → its parts; Omni encoders read only valid frames whatever ``encoder`` says
 PARTS: dict[str, Callable[..., ModelParts]] = {
     "qwen2-audio": _qwen2_audio_parts,
     "qwen2.5-omni": _omni_thinker_parts,
     "qwen3-omni": _omni_thinker_parts,
+    "apertus1p5": _apertus_parts,
 }
 
 

@@ -9,11 +9,30 @@ embedding table: a clip's tokens do not depend on the call. Every clip is peak-n
 loudness does not reach the model. The LM head is pruned to the text ids: an answer never holds a media token.
 """
 
+from typing import Any
+
 from .base import AudioFamily
 from .registry import register
 
+
+class WrappedAudioFamily(AudioFamily):
+    """A fast-path family whose processor wraps a clip's audio tokens in its ``boa_token`` / ``eoa_token``."""
+
+    def expansion(self, processor: Any, tokens: int) -> str:
+        return processor.boa_token + self.audio_token * tokens + processor.eoa_token
+
+
 FAMILY = register(
-    AudioFamily(
+    WrappedAudioFamily(
+        # The fast path (each clip through the processor and the WavTokenizer once, an episode's shared prefix
+        # computed once): the processor pads a call's clips to the longest, the model tokenizes each clip at
+        # its own length, so a clip's valid samples alone make its codes.
+        rendering="inline",
+        placeholder="<|audio|>",
+        audio_token="<|audio|>",
+        feature_keys=("input_values", "padding_mask"),
+        encoder_reads_valid_frames=True,
+        features_independent_of_batch=True,
         name="apertus1p5",
         display="Apertus 1.5",
         model_types=("apertus1p5",),

@@ -8,9 +8,10 @@ and overrides ``template_messages`` or ``process``.
 
 Two renderings exist:
 
-- ``inline`` (the three Qwen families, as the original did it, SPEC §4): every message's content is one string,
-  each clip written as the family's ``placeholder``. Their list-of-parts template path would add text of its
-  own (Qwen2-Audio writes ``Audio 1:`` before each clip), which the original never showed.
+- ``inline`` (the three Qwen families, as the original did it, SPEC §4; Apertus 1.5, whose template writes a
+  string's placeholder as it writes an audio part): every message's content is one string, each clip written
+  as the family's ``placeholder``. The Qwen list-of-parts template path would add text of its own (Qwen2-Audio
+  writes ``Audio 1:`` before each clip), which the original never showed.
 - ``parts`` (every other family, as its model card does it): each message's content is a list of
   ``{"type": "text"}`` and ``{"type": "audio"}`` parts, and the chat template writes the family's own
   placeholder and wrapping tokens; the processor expands them.
@@ -57,8 +58,10 @@ class AudioFamily:
     ``generate`` (None: those the model's ``forward`` names); ``attn``: an attention implementation the family
     needs whatever the run asks; ``asr_only``: a speech recogniser, listed as such.
 
-    The Qwen fast path: ``placeholder`` and ``audio_token`` (inline rendering), ``encoder_reads_valid_frames``
-    and ``features_independent_of_batch`` (what makes the per-clip feature cache exact)."""
+    The fast path (the Qwen families and Apertus 1.5): ``placeholder`` and ``audio_token`` (inline rendering),
+    ``feature_keys`` (the processor outputs holding a clip's features and the mask of its valid frames),
+    ``expansion`` (what the processor writes for a clip), ``encoder_reads_valid_frames`` and
+    ``features_independent_of_batch`` (what makes the per-clip feature cache exact)."""
 
     name: str
     model_types: tuple[str, ...]
@@ -90,6 +93,7 @@ class AudioFamily:
     hf: bool = True  # transformers implements it (False: only vLLM serves it)
     encoder_reads_valid_frames: bool = False
     features_independent_of_batch: bool = False
+    feature_keys: tuple[str, str] = ("input_features", "feature_attention_mask")
     # The processor call: ``pad_call`` passes ``padding=True`` (False where that would also reach the feature
     # extractor and pad each Whisper window to the call's longest clip instead of to 30 s, as Audio Flamingo's;
     # such processors pad the texts themselves); ``prompts_per_call``: 1 where the processor pads a call's
@@ -131,6 +135,12 @@ class AudioFamily:
             add_special_tokens=False,
             **({"padding": True} if self.pad_call else {}),
         )
+
+    def expansion(self, processor: Any, tokens: int) -> str:
+        """The text the processor puts in the placeholder's place for a clip of ``tokens`` audio tokens (the
+        fast path tokenizes prompts itself): the audio token repeated (the Qwen families' placeholders hold
+        their wrapping tokens already)."""
+        return self.audio_token * tokens
 
     @property
     def tokenizes_chat(self) -> bool:
