@@ -85,7 +85,7 @@ def measure(name: str, args: argparse.Namespace) -> dict:
     built = time.perf_counter()
     model, processor = full_size_model(name, "cuda", torch.bfloat16)
     build_s = time.perf_counter() - built
-    reuse = "prefix" if name in PARTS else "off"  # the Qwen families' default, else the processor path
+    reuse = "prefix" if name in PARTS else "off"  # the fast path's default, else the processor path
     # A family that takes one clip per prompt is measured on the labelled single-clip layout (the only one it
     # can answer); the row says so.
     one_clip = name in FAMILIES and FAMILIES.get(name).max_clips == 1
@@ -127,7 +127,7 @@ def measure(name: str, args: argparse.Namespace) -> dict:
         "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1),
         "whole_benchmark_min": round(FULL_BENCHMARK / rate / 60, 1),
         "reuse": backend.reuse,
-        "path": "processor" if backend.processed else "qwen fast path",
+        "path": "processor" if backend.processed else "fast path",
         "layout": layout,
     }
     backend.close()
