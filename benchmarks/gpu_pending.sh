@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The GPU measurements issues 22 and 23 still need, one device call per part (each well under the device's
+# 10 minutes a command), on a machine without network. Prepare here, once:
+#
+#   bash benchmarks/gpu_wheels.sh wheels                      # ~60 MB of wheels; wheels/ in .git/info/exclude
+#   mkdir -p wheels/old && git archive 57e0aa4 src benchmarks | tar -x -C wheels/old   # the tree before 22
+#
+# then run on the machine, with `wheels` carried beside the working tree:
+#
+#   bash benchmarks/gpu_pending.sh families      # the hf families without a GPU row yet (issue 22)
+#   bash benchmarks/gpu_pending.sh omni          # the Omni thinkers before (57e0aa4) and now (issue 22)
+#   bash benchmarks/gpu_pending.sh pack          # -o pack=on against off, three Qwen families (issue 23)
+#
+# Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+part=${1:?families, omni or pack}
+out=${OUT:-/tmp/gpu-pending}
+mkdir -p "$out"
+
+pip install -q --no-index --find-links wheels transformers==5.25.0 soundfile soxr espeakng-loader \
+  'mistral-common[audio]' torchaudio==2.11.0
+pip install -q --no-deps --no-index wheels/timm-*.whl
+pip install -q --no-deps -e .
+
+build() {  # build EPISODES: the benchmark at that size, once per machine
+  [ -f "/tmp/B$1/manifest.json" ] || audioicl build --out "/tmp/B$1" --episodes "$1" --quiet --workers 12
+}
+
+case "$part" in
+  families)
+    build 2
+    python benchmarks/gpu_families.py --data /tmp/B2 --limit 1 --plain 5 \
+      --families voxtral,granite-speech,fun_asr_nano,gemma4_unified,nemotron_h_omni,gemma4,apertus1p5 \
+      --json "$out/families.json"
+    ;;
+  omni)
+    build 5
+    PYTHONPATH=wheels/old/src python wheels/old/benchmarks/gpu_throughput.py --data /tmp/B5 \
+      --families qwen2.5-omni,qwen3-omni --reuse prefix --batch-size 128 --logit-episodes 0 \
+      --json "$out/omni_before.json"
+    python benchmarks/gpu_throughput.py --data /tmp/B5 --families qwen2.5-omni,qwen3-omni --reuse prefix \
+      --batch-size 128 --logit-episodes 0 --speeds off,graphs --json "$out/omni_now.json"
+    ;;
+  pack)
+    build 5
+    for packing in "" --pack; do
+      python benchmarks/gpu_throughput.py --data /tmp/B5 --families qwen2-audio,qwen2.5-omni,qwen3-omni \
+        --reuse prefix --batch-size 128 --logit-episodes 0 --speeds graphs $packing \
+        --json "$out/pack${packing:+_on}.json"
+    done
+    ;;
+  *)
+    echo "unknown part $part: families, omni or pack" >&2
+    exit 2
+    ;;
+esac
