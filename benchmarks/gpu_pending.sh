@@ -17,35 +17,37 @@ cd "$(dirname "$0")/.."
 part=${1:?families, omni or pack}
 out=${OUT:-/tmp/gpu-pending}
 mkdir -p "$out"
+# the interpreter that holds the machine's torch (python3 there; a bare `pip` may belong to another)
+py=${PYTHON:-python3}
 
-pip install -q --no-index --find-links wheels transformers==5.25.0 soundfile soxr espeakng-loader \
-  'mistral-common[audio]' torchaudio==2.11.0
-pip install -q --no-deps --no-index wheels/timm-*.whl
-pip install -q --no-deps -e .
+"$py" -m pip install -q --no-index --find-links wheels transformers==5.25.0 soundfile soxr espeakng-loader \
+  'mistral-common[audio]'
+"$py" -m pip install -q --no-deps --no-index --find-links wheels timm
+"$py" -m pip install -q --no-deps -e .
 
 build() {  # build EPISODES: the benchmark at that size, once per machine
-  [ -f "/tmp/B$1/manifest.json" ] || audioicl build --out "/tmp/B$1" --episodes "$1" --quiet --workers 12
+  [ -f "/tmp/B$1/manifest.json" ] || "$py" -m audioicl build --out "/tmp/B$1" --episodes "$1" --quiet --workers 12
 }
 
 case "$part" in
   families)
     build 2
-    python benchmarks/gpu_families.py --data /tmp/B2 --limit 1 --plain 5 \
+    "$py" benchmarks/gpu_families.py --data /tmp/B2 --limit 1 --plain 5 \
       --families voxtral,granite-speech,fun_asr_nano,gemma4_unified,nemotron_h_omni,gemma4,apertus1p5 \
       --json "$out/families.json"
     ;;
   omni)
     build 5
-    PYTHONPATH=wheels/old/src python wheels/old/benchmarks/gpu_throughput.py --data /tmp/B5 \
+    PYTHONPATH=wheels/old/src "$py" wheels/old/benchmarks/gpu_throughput.py --data /tmp/B5 \
       --families qwen2.5-omni,qwen3-omni --reuse prefix --batch-size 128 --logit-episodes 0 \
       --json "$out/omni_before.json"
-    python benchmarks/gpu_throughput.py --data /tmp/B5 --families qwen2.5-omni,qwen3-omni --reuse prefix \
+    "$py" benchmarks/gpu_throughput.py --data /tmp/B5 --families qwen2.5-omni,qwen3-omni --reuse prefix \
       --batch-size 128 --logit-episodes 0 --speeds off,graphs --json "$out/omni_now.json"
     ;;
   pack)
     build 5
     for packing in "" --pack; do
-      python benchmarks/gpu_throughput.py --data /tmp/B5 --families qwen2-audio,qwen2.5-omni,qwen3-omni \
+      "$py" benchmarks/gpu_throughput.py --data /tmp/B5 --families qwen2-audio,qwen2.5-omni,qwen3-omni \
         --reuse prefix --batch-size 128 --logit-episodes 0 --speeds graphs $packing \
         --json "$out/pack${packing:+_on}.json"
     done
