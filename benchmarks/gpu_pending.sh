@@ -20,9 +20,9 @@ mkdir -p "$out"
 # the interpreter that holds the machine's torch (python3 there; a bare `pip` may belong to another)
 py=${PYTHON:-python3}
 
-"$py" -m pip install -q --no-index --find-links wheels transformers==5.25.0 soundfile soxr espeakng-loader \
-  'mistral-common[audio]'
-"$py" -m pip install -q --no-deps --no-index --find-links wheels timm
+# every carried wheel as it is, without the resolver: the image's own versions of what they need (numpy, torch,
+# torchaudio, pillow ...) stay, and pip's resolver refused the set against them
+"$py" -m pip install -q --no-deps --no-index wheels/*.whl
 "$py" -m pip install -q --no-deps -e .
 
 build() {  # build EPISODES: the benchmark at that size, once per machine
