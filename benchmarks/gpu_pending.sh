@@ -23,7 +23,7 @@ py=${PYTHON:-python3}
 # every carried wheel as it is, without the resolver: the image's own versions of what they need (numpy, torch,
 # torchaudio, pillow ...) stay, and pip's resolver refused the set against them
 "$py" -m pip install -q --no-deps --no-index wheels/*.whl
-"$py" -m pip install -q --no-deps -e .
+export PYTHONPATH="$PWD/src"  # audioicl from the tree: installing it would need its build backend (hatchling)
 
 build() {  # build EPISODES: the benchmark at that size, once per machine
   [ -f "/tmp/B$1/manifest.json" ] || "$py" -m audioicl build --out "/tmp/B$1" --episodes "$1" --quiet --workers 12
