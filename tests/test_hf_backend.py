@@ -432,3 +432,34 @@ def test_a_prompt_past_the_models_context_is_an_error_response(
         else:
             assert response.error is None and response.text == expected[index]
     assert any(r.error for r in responses) and any(r.error is None for r in responses)
+
+
+@pytest.mark.parametrize("reuse", ["off", "prefix"])
+def test_an_answer_the_tokenizer_cannot_decode_is_that_prompts_error_line(
+    tiny_checkpoints, tiny_dataset, monkeypatch, reuse
+):
+    """Regression (full-size Voxtral with random weights on the GPU): mistral-common's tokenizer raised
+    ``KeyError: 'Invalid token for decoding: 9022'`` on a generated id, and the whole run stopped. An answer that
+    cannot be decoded is now its prompt's error line; the other prompts keep their answers."""
+    backend = load_backend(
+        ModelSpec("hf", str(tiny_checkpoints["qwen2-audio"])), dtype="fp32", device="cpu", reuse=reuse
+    )
+    requests = requests_for(tiny_dataset, k=1, family=backend.family)[:3]
+    expected = [r.text for r in backend.generate(requests, GenerationConfig(max_new_tokens=4))]
+    tokenizer = backend.processor.tokenizer
+    real, calls = tokenizer.decode, []
+
+    def fault(tokens, **kwargs):  # the fault hook: the first answer holds an id the tokenizer does not know
+        calls.append(tokens)
+        if len(calls) == 1:
+            raise KeyError("Invalid token for decoding: 9022")
+        return real(tokens, **kwargs)
+
+    monkeypatch.setattr(tokenizer, "decode", fault)
+    responses = backend.generate(requests, GenerationConfig(max_new_tokens=4))
+    failed = [r for r in responses if r.error]
+    assert len(failed) == 1 and failed[0].text is None
+    assert "cannot decode the answer" in failed[0].error and "9022" in failed[0].error
+    assert sorted(r.text for r in responses if not r.error) == sorted(
+        t for r, t in zip(responses, expected, strict=True) if not r.error
+    )

@@ -702,7 +702,13 @@ class HFBackend:
         return self.model_family.suppress_audio_token and self.audio_token_id is not None
 
     def _response(self, tokens: Sequence[int], n_in: int, n_audio: int, config: GenerationConfig) -> Response:
-        text, n_out = decode_answer(self.processor.tokenizer, tokens, self.stop_ids, config.stop)
+        """The prompt's answer; one its tokenizer cannot decode (an id it does not know: mistral-common's raises
+        KeyError) is the prompt's error line, not the end of the run."""
+        try:
+            text, n_out = decode_answer(self.processor.tokenizer, tokens, self.stop_ids, config.stop)
+        except (KeyError, ValueError, IndexError, OverflowError) as exc:
+            error = f"cannot decode the answer: {type(exc).__name__}: {exc}"
+            return Response(None, error, Usage(n_in, len(tokens), n_audio))  # what it cost, for the counts
         return Response(text, usage=Usage(n_in, n_out, n_audio))
 
     def _generate_rows(

@@ -88,9 +88,11 @@ def granite_tokenizer(real_ids: bool):
 def _processor(real_ids: bool):
     from transformers import GraniteSpeechFeatureExtractor, GraniteSpeechProcessor
 
+    tokenizer = granite_tokenizer(real_ids)
+    tokenizer.chat_template = GRANITE_TEMPLATE  # the real tokenizer holds it: the family renders through it
     return GraniteSpeechProcessor(
         audio_processor=GraniteSpeechFeatureExtractor(),
-        tokenizer=granite_tokenizer(real_ids),
+        tokenizer=tokenizer,
         chat_template=GRANITE_TEMPLATE,
     )
 
