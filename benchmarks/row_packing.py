@@ -24,20 +24,8 @@ from pathlib import Path
 from audioicl import ModelSpec, load_backend
 from audioicl.backends.base import Request
 from audioicl.backends.reuse import batches
-from audioicl.dataset.meta import read_meta
-from audioicl.prompts.build import build_prompt
-from audioicl.prompts.clips import ClipStore, load_morse_bank
 from audioicl.testing import tiny_checkpoint
-
-
-def requests(root: Path, family: str) -> list[Request]:
-    """Every episode's k = 1..5 prompts, an episode's together (the runner's default order)."""
-    store, bank = ClipStore(root), load_morse_bank(root, "auto")
-    work = [(ep.id, k, ep) for k in range(1, 6) for ep in read_meta(root / "meta" / f"meta_k{k}.jsonl")]
-    return [
-        Request(f"{eid}@k{k}", eid, ep.task, k, build_prompt(ep, store, family=family, bank=bank).chat)
-        for eid, k, ep in sorted(work, key=lambda item: (item[0], item[1]))
-    ]
+from audioicl.testing.requests import episode_major_requests
 
 
 def shapes(backend, all_requests: list[Request], batch_size: int, packed: bool) -> dict[str, float]:
@@ -78,7 +66,7 @@ def main() -> None:
         subprocess.run([*command, "--quiet"], check=True)
         checkpoint = tiny_checkpoint("qwen2-audio", Path(tmp) / "ckpt")
         backend = load_backend(ModelSpec("hf", str(checkpoint)), dtype="fp32", device="cpu")
-        prompts = requests(root, backend.family)
+        prompts = episode_major_requests(root, backend.family)
         plain = shapes(backend, prompts, args.batch_size, packed=False)
         packed = shapes(backend, prompts, args.batch_size, packed=True)
     print(

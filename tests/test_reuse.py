@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
-from audioicl import AudioICLError, Episode, ModelSpec, load_backend, read_meta  # noqa: E402
-from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
+from audioicl import AudioICLError, Episode, ModelSpec, load_backend  # noqa: E402
+from audioicl.backends.base import GenerationConfig  # noqa: E402
 from audioicl.backends.hf import HFBackend, HFSettings  # noqa: E402
 from audioicl.backends.reuse import (  # noqa: E402
     ClipSpan,
@@ -31,10 +31,9 @@ from audioicl.backends.reuse import (  # noqa: E402
     token_sequence,
 )
 from audioicl.inference.runner import Work, windows  # noqa: E402
-from audioicl.prompts.build import build_prompt  # noqa: E402
 from audioicl.prompts.chat import AudioPart  # noqa: E402
-from audioicl.prompts.clips import ClipStore, load_morse_bank  # noqa: E402
 from audioicl.records import Query  # noqa: E402
+from audioicl.testing.requests import episode_major_requests  # noqa: E402
 
 FAMILY_NAMES = ("qwen2-audio", "qwen2.5-omni", "qwen3-omni")
 AUDIO = 99
@@ -175,16 +174,6 @@ def one_episode_each(tmp_path_factory) -> Path:
         capture_output=True,
     )
     return root
-
-
-def episode_major_requests(root: Path, family: str) -> list[Request]:
-    """Every episode's k = 1..5 prompts, an episode's together (the runner's default order)."""
-    store, bank = ClipStore(root), load_morse_bank(root, "auto")
-    work = [(ep.id, k, ep) for k in range(1, 6) for ep in read_meta(root / "meta" / f"meta_k{k}.jsonl")]
-    return [
-        Request(f"{eid}@k{k}", eid, ep.task, k, build_prompt(ep, store, family=family, bank=bank).chat)
-        for eid, k, ep in sorted(work, key=lambda item: (item[0], item[1]))
-    ]
 
 
 def with_reuse(backend: HFBackend, reuse: str) -> HFBackend:
