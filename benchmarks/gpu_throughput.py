@@ -18,7 +18,9 @@ generated position's logits of the reuse path against the model's own forward ov
 Each prefix run is timed once per ``--speeds`` setting (off: eager kernels; graphs: the decode step as a CUDA
 graph; all: graphs and the compiled norms and MLPs, ``backends.graphs``), and the answers of every run are
 compared with the ``reuse=off`` run's on the prompts both answered (share identical). ``--step-ms`` times one
-decode step of the first batch eagerly and replayed, and counts the host syncs an eager step makes.
+decode step of the first batch eagerly and replayed, and counts the host syncs an eager step makes. Every row is
+the median of ``--repeats`` timed runs (3; each run's wall seconds in ``wall_s_runs``): the first timed run of a
+process can be a quarter slower than the next.
 
     python benchmarks/gpu_throughput.py --data BUILD [--families qwen2-audio,qwen2.5-omni] [--limit N]
         [--reuse off,audio,prefix] [--off-limit N] [--batch-sizes 32,64] [--speeds off,graphs,all]
@@ -31,7 +33,9 @@ import json
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import soundfile as sf
 import torch
@@ -148,20 +152,16 @@ def measure(
     run(warm, report=lambda _: None, backend=backend)  # kernels compiled, allocator warm
     if args.profile:
         profile_stretch(backend, options, args.profile)
-    # the timed run starts with empty caches and counters, whatever the warm-up and profile did
-    backend.features.__init__(backend.features.max_bytes)
-    backend.embeddings.clear()
-    backend.seconds = dict.fromkeys(backend.seconds, 0.0)
-    backend.work = dict.fromkeys(backend.work, 0)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    started = time.perf_counter()
-    summary = run(options, report=lambda _: None, backend=backend)
-    torch.cuda.synchronize()
-    wall = time.perf_counter() - started
-    after = torch.cuda.memory_allocated()
+    # ``--repeats`` timed runs, each into a folder of its own; the row is the run of median wall time (the first
+    # timed model of a process can run a quarter slower: docs/measurements.md), with every run's wall time
+    timed = [
+        timed_run(backend, RunOptions(**{**options.__dict__, "out": out / f"run{i}"}))
+        for i in range(args.repeats)
+    ]
+    walls = [made.wall for made in timed]  # in the order they ran
+    median = sorted(timed, key=lambda made: made.wall)[len(timed) // 2]
+    summary, wall, before, after, peak = median.summary, median.wall, median.before, median.after, median.peak
+    backend.seconds, backend.work = median.seconds, median.work
     lines = [json.loads(x) for s in summary.ks for x in s.path.read_text().splitlines()]
     ok = [x for x in lines if x["status"] == "ok"]
     durations: dict[str, float] = {}
@@ -186,7 +186,6 @@ def measure(
         for s in summary.ks
         for x in map(json.loads, s.path.read_text().splitlines())
     }
-    peak = torch.cuda.max_memory_allocated()
     backend.embeddings.clear()
     return {
         "prompts": len(lines),
@@ -211,7 +210,41 @@ def measure(
         "decode_s": spent["decode"],
         "idle_s": wall - on_gpu,  # neither encoding nor prefill nor decode (features overlap the GPU)
         "paths": {k: v for k, v in backend.info.items() if k in ("compile", "cuda_graphs", "experts")},
+        "wall_s_runs": walls,
     }, answers
+
+
+@dataclass
+class Timed:
+    """One timed run: its summary, wall seconds, where the backend's time went and its work counters, and the
+    GPU memory allocated before and after it and at its peak."""
+
+    summary: Any
+    wall: float
+    seconds: dict[str, float]
+    work: dict[str, int]
+    before: int
+    after: int
+    peak: int
+
+
+def timed_run(backend: HFBackend, options: RunOptions) -> Timed:
+    """The runner over ``options`` on ``backend``, from empty caches and counters whatever ran before."""
+    backend.features.__init__(backend.features.max_bytes)
+    backend.embeddings.clear()
+    backend.seconds = dict.fromkeys(backend.seconds, 0.0)
+    backend.work = dict.fromkeys(backend.work, 0)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    started = time.perf_counter()
+    summary = run(options, report=lambda _: None, backend=backend)
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - started
+    after = torch.cuda.memory_allocated()
+    peak = torch.cuda.max_memory_allocated()
+    return Timed(summary, wall, dict(backend.seconds), dict(backend.work), before, after, peak)
 
 
 def run_speeds(reuse: str, speeds: str) -> list[str]:
@@ -381,6 +414,7 @@ def main() -> None:
     )
     parser.add_argument("--step-ms", action="store_true", help="time one decode step, eager and replayed")
     parser.add_argument("--pack", action="store_true", help="audio/prefix runs with -o pack=on (row packing)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per row (the row is the median's)")
     parser.add_argument(
         "--cache", default="dynamic", choices=("dynamic", "static"), help="KV cache of reuse=off"
     )
