@@ -7,9 +7,10 @@ checkpoint (its config's ``thinker_config``, weights under ``thinker.``); for a 
 config's ``architectures``, then the Auto classes where one takes its config.
 
 Each request's chat is rendered by ``rendering.render_chat`` (the model's own chat template). The three Qwen
-families and Apertus 1.5 (``inline``) take the fast path: each distinct clip through the processor once (a feature cache),
-the processor's expansion of the placeholders checked against the clips, and the reuse path below. Every
-other family (``parts``) gets exactly what its own processor makes of a micro-batch (``processed``). A prompt
+families and Apertus 1.5 (``inline``) take the fast path: each distinct clip through the processor once (a
+feature cache), the processor's expansion of the placeholders checked against the clips, and the reuse path
+below. Every other family (``parts``) gets exactly what its own processor makes of a micro-batch
+(``processed``). A prompt
 that does not fit the language model's context (``max_position_embeddings``) with the new tokens gets an error
 response. A window of requests is sorted
 by length (audio, then text) and run in micro-batches of ``GenerationConfig.batch_size`` with left padding;
@@ -430,9 +431,7 @@ class HFBackend:
     audio_cache_mb: int = 4096  # audio embeddings of the reuse path, on the model's device
     compile: str = "auto"  # graphs.SPEED_MODES: the reuse path's decoder norms and MLPs compiled
     cuda_graphs: str = "auto"  # graphs.SPEED_MODES: the reuse path's decode step as a CUDA graph
-    packed: bool = (
-        False  # -o pack=on: the reuse path's rows of a batch packed into fewer (``reuse.pack_rows``)
-    )
+    packed: bool = False  # -o pack=on: a batch's rows of the reuse path packed (``reuse.pack_rows``)
 
     def __post_init__(self) -> None:
         self.extractor = audio_extractor(self.processor)
