@@ -106,10 +106,7 @@ def measure(name: str, args: argparse.Namespace) -> dict:
     run(warm, report=lambda _: None, backend=backend)
     walls = []  # --repeats timed runs, each into a folder of its own; the row is the median run's
     for attempt in range(args.repeats):
-        backend.features.__init__(
-            backend.features.max_bytes
-        )  # each run from empty caches, as a real run starts
-        backend.embeddings.clear()
+        backend.clear_caches()  # each run from empty caches, as a real run starts
         torch.cuda.synchronize()
         started = time.perf_counter()
         run(

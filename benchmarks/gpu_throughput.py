@@ -230,8 +230,7 @@ class Timed:
 
 def timed_run(backend: HFBackend, options: RunOptions) -> Timed:
     """The runner over ``options`` on ``backend``, from empty caches and counters whatever ran before."""
-    backend.features.__init__(backend.features.max_bytes)
-    backend.embeddings.clear()
+    backend.clear_caches()
     backend.seconds = dict.fromkeys(backend.seconds, 0.0)
     backend.work = dict.fromkeys(backend.work, 0)
     torch.cuda.synchronize()

@@ -236,7 +236,7 @@ def test_answers_do_not_depend_on_batch_mates_or_size(backends, tiny_dataset, fa
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_each_clip_is_extracted_once(backends, tiny_dataset, family):
     backend = backends[family]
-    backend.features.__init__(backend.features.max_bytes)  # an empty cache
+    backend.features.clear()
     requests = requests_for(tiny_dataset, k=2, family=backend.family) + requests_for(
         tiny_dataset, k=3, family=backend.family
     )

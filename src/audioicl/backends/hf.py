@@ -351,6 +351,12 @@ class FeatureCache:
         self.put(clip.digest, made)
         return made
 
+    def clear(self) -> None:
+        """Empty, the miss count included."""
+        self._items.clear()
+        self._bytes = 0
+        self.misses = 0
+
     def put(self, digest: str, features: ClipFeatures) -> None:
         self.misses += 1
         self._items[digest] = features
@@ -436,6 +442,10 @@ class HFBackend:
     def __post_init__(self) -> None:
         self.extractor = audio_extractor(self.processor)
         self.sampling_rate = int(self.extractor.sampling_rate)
+        # the feature extractor computes on the model's GPU where it takes a ``device`` (Whisper's does)
+        self._features_on_device = (
+            self.device.type == "cuda" and "device" in inspect.signature(self.extractor.__call__).parameters
+        )
         self.max_clip_seconds = clip_window_seconds(self.processor, self.model_family)
         self.processed = self.model_family.rendering == "parts"  # the family's own processor per micro-batch
         self.forward_names = forward_names(self.model, self.model_family) if self.processed else frozenset()
@@ -612,8 +622,8 @@ class HFBackend:
         the family reads them so), and the mask of their valid frames."""
         bins = clips[0].features.shape[0]
         frames = max(clip.features.shape[1] for clip in clips)
-        float32 = self.model_family.feature_keys[0] in self.model_family.float32_inputs
-        features = torch.zeros(len(clips), bins, frames, dtype=torch.float32 if float32 else self.model.dtype)
+        dtype = self.model_family.input_dtype(self.model_family.feature_keys[0], self.model.dtype)
+        features = torch.zeros(len(clips), bins, frames, dtype=dtype)
         mask = torch.zeros(len(clips), frames, dtype=torch.int32)
         for row, clip in enumerate(clips):
             features[row, :, : clip.features.shape[1]] = clip.features
@@ -688,13 +698,6 @@ class HFBackend:
             **({"suppress_tokens": [self.audio_token_id]} if self._suppresses_audio_token else {}),
             **({"cache_implementation": self.kv_cache} if self.kv_cache != "dynamic" else {}),
         }
-
-    @property
-    def _features_on_device(self) -> bool:
-        """Whether the feature extractor computes on the model's GPU (Whisper's takes ``device``)."""
-        return (
-            self.device.type == "cuda" and "device" in inspect.signature(self.extractor.__call__).parameters
-        )
 
     @property
     def _suppresses_audio_token(self) -> bool:
@@ -995,6 +998,11 @@ class HFBackend:
             for member in row.members
             for span in member.sequence.clips
         }
+
+    def clear_caches(self) -> None:
+        """Empty the feature and audio-embedding caches: what follows runs as from a cold start."""
+        self.features.clear()
+        self.embeddings.clear()
 
     def close(self) -> None:
         self.model = None

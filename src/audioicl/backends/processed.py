@@ -70,7 +70,7 @@ def model_inputs(
         waves = [clip.wave for item in batch for clip in item.clips]
         out = family.process(processor, [item.text for item in batch], waves, sampling_rate)
     inputs = {
-        key: _placed(value, device, torch.float32 if key in family.float32_inputs else dtype)
+        key: _placed(value, device, family.input_dtype(key, dtype))
         for key, value in _items(out)
         if key in names
     }

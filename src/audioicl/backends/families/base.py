@@ -136,6 +136,13 @@ class AudioFamily:
             **({"padding": True} if self.pad_call else {}),
         )
 
+    def input_dtype(self, key: str, model_dtype: Any) -> Any:
+        """The dtype the processor output ``key`` reaches the model in: the model's, but float32 for the
+        family's ``float32_inputs``."""
+        import torch
+
+        return torch.float32 if key in self.float32_inputs else model_dtype
+
     def expansion(self, processor: Any, tokens: int) -> str:
         """The text the processor puts in the placeholder's place for a clip of ``tokens`` audio tokens (the
         fast path tokenizes prompts itself): the audio token repeated (the Qwen families' placeholders hold

@@ -198,9 +198,8 @@ def write(out_dir: Path, seed: int) -> Path:
 
     processor = _processor()
     tokenizer = processor.tokenizer
-    text_vocab = min(
-        tokenizer.convert_tokens_to_ids(t) for t in MEDIA.values()
-    )  # the media tokens are not generated
+    # the generated ids stop below the media tokens, as the real pruned head's stop below 131,072
+    text_vocab = min(tokenizer.convert_tokens_to_ids(t) for t in MEDIA.values())
     data = _model_config(tokenizer, text_vocab, 0, TINY_TEXT, TINY_AUDIO, TINY_VISION)
     model = _seeded_model(Apertus1p5ForConditionalGeneration, _config(data), seed)
     return save(Path(out_dir), model, processor, _generation(tokenizer))
