@@ -125,3 +125,12 @@ def chromium_dom(page: Path, profile: Path, *extra: str, budget_ms: int = 30000,
         timeout=timeout,
         check=True,
     ).stdout
+
+
+def share_features(backend, other) -> None:
+    """``other`` (an ``hf`` backend around ``backend``'s model) takes ``backend``'s feature cache where both cut
+    features alike: a reuse path's cache holds features trimmed to their valid frames, which ``reuse=off``
+    (Qwen2-Audio's forward wants the whole 30 s window) cannot take. Sharing regardless made tests that ran
+    after a reuse path on the same clips fail, in whichever order pytest put them."""
+    if other.trim_to == backend.trim_to:
+        other.features = backend.features

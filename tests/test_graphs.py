@@ -16,6 +16,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
+from helpers import share_features  # noqa: E402
+
 from audioicl import AudioICLError, read_meta  # noqa: E402
 from audioicl.backends import graphs  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
@@ -90,9 +92,9 @@ def answers(backend: HFBackend, requests: list[Request]) -> list[tuple]:
 
 
 def other(backend: HFBackend, **options) -> HFBackend:
-    """Another backend around the same model and feature cache."""
+    """Another backend around the same model (and feature cache, where it can take it)."""
     made = replace(backend, **options)
-    made.features = backend.features
+    share_features(backend, made)
     return made
 
 

@@ -17,6 +17,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
+from helpers import share_features  # noqa: E402
+
 from audioicl import AudioICLError, Episode, ModelSpec, load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig  # noqa: E402
 from audioicl.backends.hf import HFBackend, HFSettings  # noqa: E402
@@ -177,9 +179,9 @@ def one_episode_each(tmp_path_factory) -> Path:
 
 
 def with_reuse(backend: HFBackend, reuse: str) -> HFBackend:
-    """Another backend around the same model, processor and feature cache, with ``reuse``."""
+    """Another backend around the same model and processor (and feature cache, where it can take it), with ``reuse``."""
     other = replace(backend, reuse=reuse, info={**backend.info, "reuse": reuse})
-    other.features = backend.features
+    share_features(backend, other)
     return other
 
 
