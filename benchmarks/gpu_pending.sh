@@ -3,13 +3,15 @@
 # 10 minutes a command), on a machine without network. Prepare here, once:
 #
 #   bash benchmarks/gpu_wheels.sh wheels                      # ~60 MB of wheels; wheels/ in .git/info/exclude
-#   mkdir -p wheels/old && git archive 57e0aa4 src benchmarks | tar -x -C wheels/old   # the tree before 22
+#   mkdir -p wheels/old && git archive COMMIT src benchmarks | tar -x -C wheels/old   # the tree to compare with
 #
 # then run on the machine, with `wheels` carried beside the working tree:
 #
 #   bash benchmarks/gpu_pending.sh families      # the hf families without a GPU row yet (issue 22)
 #   bash benchmarks/gpu_pending.sh omni          # the Omni thinkers before (57e0aa4) and now (issue 22)
 #   bash benchmarks/gpu_pending.sh pack          # -o pack=on against off, three Qwen families (issue 23)
+#   bash benchmarks/gpu_pending.sh attention     # the reuse path's attention kernels, each against its baseline
+#   bash benchmarks/gpu_pending.sh before        # the tree in wheels/old over the same runs (the baseline)
 #
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
 set -euo pipefail
@@ -52,8 +54,20 @@ case "$part" in
         --json "$out/pack${packing:+_on}.json"
     done
     ;;
+  attention)
+    build 10
+    "$py" benchmarks/gpu_throughput.py --data /tmp/B10 --families qwen2.5-omni,qwen3-omni,qwen2-audio \
+      --reuse prefix --limit 10 --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 2 \
+      --step-ms --encode-ms 10 --profile 2 --json "$out/attention.json"
+    ;;
+  before)
+    build 10
+    PYTHONPATH=wheels/old/src "$py" wheels/old/benchmarks/gpu_throughput.py --data /tmp/B10 \
+      --families qwen2.5-omni,qwen3-omni,qwen2-audio --reuse prefix --limit 10 --batch-size 128 \
+      --speeds graphs --logit-episodes 0 --repeats 2 --json "$out/before.json"
+    ;;
   *)
-    echo "unknown part $part: families, omni or pack" >&2
+    echo "unknown part $part: families, omni, pack, attention or before" >&2
     exit 2
     ;;
 esac

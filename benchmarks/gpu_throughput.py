@@ -33,6 +33,7 @@ import json
 import statistics
 import tempfile
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,16 +41,15 @@ from typing import Any
 import soundfile as sf
 import torch
 
-from audioicl.backends.base import ModelSpec, Request
+from audioicl.backends import reuse as reuse_module
+from audioicl.backends.base import ModelSpec
 from audioicl.backends.graphs import FastPaths, replayed, uncompile_decoder
 from audioicl.backends.hf import HFBackend
 from audioicl.backends.reuse import PARTS, DecodeStep, batches, prefill
-from audioicl.dataset.meta import read_meta
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import run
-from audioicl.prompts.build import build_prompt
-from audioicl.prompts.clips import ClipStore, load_morse_bank
 from audioicl.testing import full_size_model
+from audioicl.testing.requests import episode_major_requests
 
 FULL_BENCHMARK = 13_500  # 9 tasks x 300 episodes x k = 1..5
 SPEEDS = {"off": ("off", "off"), "graphs": ("off", "on"), "all": ("on", "on")}  # (compile, cuda_graphs)
@@ -262,10 +262,51 @@ def rounded(row: dict) -> dict:
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
 
 
+def without(name: str):
+    """The reuse path's attention swap ``name`` (``batched_windows`` or ``grouped_queries``) made a no-op
+    inside the block: transformers' own implementation runs, the baseline of the same process."""
+
+    @contextmanager
+    def block():
+        real = getattr(reuse_module, name)
+        setattr(reuse_module, name, lambda *_: nullcontext())
+        try:
+            yield
+        finally:
+            setattr(reuse_module, name, real)
+
+    return block()
+
+
+def cuda_ms(step, repeats: int) -> float:
+    """Median milliseconds of ``step()`` on the GPU."""
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def top_kernels(prof, count: int = 10) -> dict[str, float]:
+    """The ``count`` GPU kernels of a profile with the most CUDA time, in milliseconds."""
+    kernels = sorted(
+        (e for e in prof.key_averages() if not e.key.startswith(("aten::", "cuda", "Activity"))),
+        key=lambda e: e.self_device_time_total,
+        reverse=True,
+    )
+    return {e.key[:70]: round(e.self_device_time_total / 1e3, 2) for e in kernels[:count]}
+
+
 def decode_step_ms(model, processor, family: str, args: argparse.Namespace, repeats: int = 10) -> dict:
     """One decode step of the first batch of the run's prompts (``--batch-size``): milliseconds eagerly and
     replayed as a CUDA graph (median of ``repeats``, the same inputs each time: the cache is only
-    overwritten at the same slots), and the host syncs and device-to-host copies of one eager step."""
+    overwritten at the same slots), each with the grouped-query attention (``attention.grouped_attention``)
+    and with transformers' sdpa (``*_sdpa_ms``, the baseline); the host syncs, device-to-host copies and
+    the top kernels of one eager step of each."""
     from torch.profiler import ProfilerActivity, profile
 
     uncompile_decoder(PARTS[family](model).decoder)
@@ -275,61 +316,67 @@ def decode_step_ms(model, processor, family: str, args: argparse.Namespace, repe
     rows, clips, _ = backend.pack(prepared)
     batch = batches(rows, args.batch_size)[0]
     paths = FastPaths.resolve("off", "on", backend.device)
+    out = {"prompts": sum(len(r.members) for r in batch), "rows": len(batch)}
     with torch.inference_mode():
         audio = backend._embeddings(backend._clips_of(batch, clips))
         # room for every step below: transformers' static cache writes each at its own running count
-        room = 2 * repeats + 4
+        room = 4 * repeats + 8
         done = prefill(backend.parts, batch, audio, room, backend.pad_token_id, model.dtype, backend.device)
+        out["keys"] = done.plan.total
         step = DecodeStep(backend.parts, done.plan, done.cache, room, model.dtype)
         step.load(done.logits.argmax(-1), 0)
-        timed = {"eager": step.run}
-        step.run()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            step.run()
-        names = [event.name for event in prof.events()]
-        kernels = sorted(
-            (e for e in prof.key_averages() if not e.key.startswith(("aten::", "cuda", "Activity"))),
-            key=lambda e: e.self_device_time_total,
-            reverse=True,
-        )
-        timed["graph"] = replayed(step.run, paths)
-        out = {"prompts": sum(len(r.members) for r in batch), "rows": len(batch)}
-        for name, run_step in timed.items():
-            times = []
-            for _ in range(repeats):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                run_step()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end))
-            out[f"{name}_ms"] = statistics.median(times)
-    out["syncs"] = sum(n in ("cudaStreamSynchronize", "cudaDeviceSynchronize") for n in names)
-    out["launches"] = sum(n in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC") for n in names)
-    out["device_to_host"] = sum(n in ("aten::_local_scalar_dense", "aten::item") for n in names)
-    out["top_kernels_ms"] = {e.key[:60]: round(e.self_device_time_total / 1e3, 2) for e in kernels[:6]}
+        for label, swap in (("", nullcontext()), ("_sdpa", without("grouped_queries"))):
+            with swap:
+                step.run()
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    step.run()
+                names = [event.name for event in prof.events()]
+                out[f"eager{label}_ms"] = cuda_ms(step.run, repeats)
+                out[f"graph{label}_ms"] = cuda_ms(replayed(step.run, paths), repeats)
+            out[f"top_kernels{label}_ms"] = top_kernels(prof)
+            out[f"syncs{label}"] = sum(n in ("cudaStreamSynchronize", "cudaDeviceSynchronize") for n in names)
+            out[f"launches{label}"] = sum(
+                n in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC") for n in names
+            )
+            out[f"device_to_host{label}"] = sum(
+                n in ("aten::_local_scalar_dense", "aten::item") for n in names
+            )
     out["experts"] = backend.info.get("experts")
     out["graph_fallback"] = paths.why_not.get("cuda_graphs")
     backend.embeddings.clear()
     return out
 
 
-def episode_major_requests(data: Path, family: str, per_task: int) -> list[Request]:
-    """The first ``per_task`` episodes of every task, each with its prompts for every k of the build."""
-    store, bank = ClipStore(data), load_morse_bank(data, "auto")
-    metas = sorted((data / "meta").glob("meta_k*.jsonl"))
-    work = []
-    for meta in metas:
-        k = int(meta.stem.removeprefix("meta_k"))
-        seen: dict[str, int] = {}
-        for ep in read_meta(meta):
-            seen[ep.task] = seen.get(ep.task, 0) + 1
-            if seen[ep.task] <= per_task:
-                work.append((ep.id, k, ep))
-    return [
-        Request(f"{eid}@k{k}", eid, ep.task, k, build_prompt(ep, store, family=family, bank=bank).chat)
-        for eid, k, ep in sorted(work, key=lambda item: (item[0], item[1]))
-    ]
+def encode_ms(model, processor, family: str, args: argparse.Namespace, repeats: int = 5) -> dict:
+    """Every distinct clip of the first ``--encode-ms`` episodes per task through the reuse path's encoder
+    (``backend._embeddings``: longest first, in chunks), from an empty cache: milliseconds (median of
+    ``repeats``) with the Omni encoders' windows batched (``attention.batched_windows``) and with
+    transformers' per-window loop (``loop_ms``, the baseline), the largest relative difference of the
+    embeddings, and the top kernels of one pass of each."""
+    from torch.profiler import ProfilerActivity, profile
+
+    backend = HFBackend.around(f"hf:{family}-full-random", model, processor, reuse="prefix", compile="off")
+    requests = episode_major_requests(args.data, backend.family, args.encode_ms)
+    prepared, _ = backend.prepare(requests)
+    _, clips, _ = backend.pack(prepared)
+    out: dict[str, Any] = {"clips": len(clips), "audio_tokens": sum(c.tokens for c in clips.values())}
+    made = {}
+    with torch.inference_mode():
+        for label, swap in (("", nullcontext()), ("loop_", without("batched_windows"))):
+            with swap:
+
+                def encode_all():
+                    backend.embeddings.clear()
+                    return backend._embeddings(clips)
+
+                made[label] = encode_all()
+                out[f"{label}ms"] = cuda_ms(encode_all, repeats)
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    encode_all()
+                out[f"{label}top_kernels_ms"] = top_kernels(prof, 6)
+    out["max_rel_diff"] = max(relative_error(made[""][d].float(), made["loop_"][d].float()) for d in clips)
+    backend.embeddings.clear()
+    return out
 
 
 def relative_error(value: torch.Tensor, reference: torch.Tensor) -> float:
@@ -412,6 +459,12 @@ def main() -> None:
         "--speeds", default="off,all", help="fast paths of each audio/prefix run: off, graphs, all"
     )
     parser.add_argument("--step-ms", action="store_true", help="time one decode step, eager and replayed")
+    parser.add_argument(
+        "--encode-ms",
+        type=int,
+        metavar="EPISODES",
+        help="time the encoder over the distinct clips of EPISODES per task, windows batched and looped",
+    )
     parser.add_argument("--pack", action="store_true", help="audio/prefix runs with -o pack=on (row packing)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per row (the row is the median's)")
     parser.add_argument(
@@ -432,6 +485,7 @@ def main() -> None:
     rows: dict[str, dict] = {}
     logits: dict[str, dict] = {}
     steps: dict[str, dict] = {}
+    encodes: dict[str, dict] = {}
     for index, family in enumerate(args.families.split(",")):
         model, processor = full_size_model(family, "cuda", torch.bfloat16)
         if args.logit_episodes:
@@ -466,6 +520,9 @@ def main() -> None:
         if args.step_ms:
             steps[family] = decode_step_ms(model, processor, family, args)
             print(family, "decode step", json.dumps(steps[family]), flush=True)
+        if args.encode_ms:
+            encodes[family] = encode_ms(model, processor, family, args)
+            print(family, "encode", json.dumps(encodes[family]), flush=True)
         if args.logits_fp32 and args.logit_episodes:
             model.float()
             logits[f"{family} fp32"] = summarize(
@@ -498,7 +555,10 @@ def main() -> None:
             print(f"| {family} | {kind} | {v['prompts']} | {v['median']:.2e} | {v['max']:.2e} |")
     if args.json:
         args.json.write_text(
-            json.dumps({"throughput": rows, "first_logits": logits, "decode_step": steps}, indent=2)
+            json.dumps(
+                {"throughput": rows, "first_logits": logits, "decode_step": steps, "encode": encodes},
+                indent=2,
+            )
         )
 
 

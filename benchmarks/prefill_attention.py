@@ -18,12 +18,13 @@ import time
 from pathlib import Path
 
 import torch
-from gpu_throughput import episode_major_requests, relative_error
+from gpu_throughput import relative_error
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from audioicl.backends.hf import HFBackend
 from audioicl.backends.reuse import batches, prefill
 from audioicl.testing import full_size_model
+from audioicl.testing.requests import episode_major_requests
 
 CHOICES = {
     "default": None,

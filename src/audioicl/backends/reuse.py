@@ -31,6 +31,7 @@ import torch
 from transformers import StaticCache
 from transformers.masking_utils import create_bidirectional_mask
 
+from .attention import batched_windows, grouped_queries
 from .graphs import FastPaths, replayed
 
 PAD_SLOT = -1  # owner of a padding position
@@ -314,11 +315,15 @@ def _qwen2_audio_encoder(tower: Any, features: torch.Tensor, mask: torch.Tensor)
 
 
 def _omni_thinker_parts(model: Any, encoder: str = "valid") -> ModelParts:
+    tower = getattr(model, "audio_tower", None) or model.model.audio_tower  # moved under .model in 5.2x
+
     def encode(features: torch.Tensor, valid: torch.Tensor, tokens: Sequence[int]) -> list[torch.Tensor]:
-        """The clips through the thinker's ``get_audio_features`` (valid frames only), split per clip."""
+        """The clips through the thinker's ``get_audio_features`` (valid frames only, every attention window
+        of every clip in one call: ``attention.batched_windows``), split per clip."""
         frames = torch.arange(features.shape[-1], device=features.device)
         mask = (frames[None, :] < valid[:, None]).long()
-        flat = model.get_audio_features(features, mask).last_hidden_state
+        with batched_windows(tower):
+            flat = model.get_audio_features(features, mask).last_hidden_state
         if flat.shape[0] != sum(tokens):
             raise ValueError(
                 f"the audio encoder made {flat.shape[0]} embeddings for {sum(tokens)} audio tokens"
@@ -404,14 +409,15 @@ class Prefilled:
 
 def _decoder_call(parts: ModelParts, plan: Layout, cache: Any, queries: slice, dtype: torch.dtype, **inputs):
     """The decoder over the layout positions ``queries`` (their tokens in ``inputs``), the cache filled."""
-    return parts.decoder(
-        **inputs,
-        attention_mask=additive_mask(plan.visible(queries), dtype),
-        position_ids=plan.positions[:, queries],
-        cache_position=torch.arange(queries.start, queries.stop, device=plan.ids.device),
-        use_cache=True,
-        **{cache_keyword(parts.decoder): cache},
-    ).last_hidden_state
+    with grouped_queries(parts.text_config):
+        return parts.decoder(
+            **inputs,
+            attention_mask=additive_mask(plan.visible(queries), dtype),
+            position_ids=plan.positions[:, queries],
+            cache_position=torch.arange(queries.start, queries.stop, device=plan.ids.device),
+            use_cache=True,
+            **{cache_keyword(parts.decoder): cache},
+        ).last_hidden_state
 
 
 def prefill(
@@ -469,14 +475,15 @@ class DecodeStep:
         self.cache_position.copy_(torch.arange(start, start + self.plan.width, device=self.tokens.device))
 
     def run(self) -> torch.Tensor:
-        hidden = self.parts.decoder(
-            input_ids=self.tokens,
-            attention_mask=self.mask,
-            position_ids=self.positions,
-            cache_position=self.cache_position,
-            use_cache=True,
-            **{self.keyword: self.cache},
-        ).last_hidden_state
+        with grouped_queries(self.parts.text_config):
+            hidden = self.parts.decoder(
+                input_ids=self.tokens,
+                attention_mask=self.mask,
+                position_ids=self.positions,
+                cache_position=self.cache_position,
+                use_cache=True,
+                **{self.keyword: self.cache},
+            ).last_hidden_state
         return self.parts.head(hidden).argmax(-1)
 
 

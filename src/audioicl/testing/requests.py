@@ -10,11 +10,19 @@ from audioicl.prompts.build import build_prompt
 from audioicl.prompts.clips import ClipStore, load_morse_bank
 
 
-def episode_major_requests(root: Path, family: str) -> list[Request]:
-    """Every episode's k = 1..5 prompts of the build at ``root`` (the Morse bank as the build has it), an
-    episode's together: the runner's default order, the one the reuse path shares prefixes in."""
+def episode_major_requests(root: Path, family: str, per_task: int | None = None) -> list[Request]:
+    """Every episode's prompts for every k of the build at ``root`` (the Morse bank as the build has it), an
+    episode's together: the runner's default order, the one the reuse path shares prefixes in. ``per_task``:
+    only the first episodes of every task."""
     store, bank = ClipStore(root), load_morse_bank(root, "auto")
-    work = [(ep.id, k, ep) for k in range(1, 6) for ep in read_meta(root / "meta" / f"meta_k{k}.jsonl")]
+    work = []
+    for meta in sorted((root / "meta").glob("meta_k*.jsonl")):
+        k = int(meta.stem.removeprefix("meta_k"))
+        seen: dict[str, int] = {}
+        for ep in read_meta(meta):
+            seen[ep.task] = seen.get(ep.task, 0) + 1
+            if per_task is None or seen[ep.task] <= per_task:
+                work.append((ep.id, k, ep))
     return [
         Request(f"{eid}@k{k}", eid, ep.task, k, build_prompt(ep, store, family=family, bank=bank).chat)
         for eid, k, ep in sorted(work, key=lambda item: (item[0], item[1]))

@@ -1,0 +1,138 @@
+"""Attention implementations the reuse path registers with transformers, each the same numbers as the one it
+replaces in fewer or smaller kernels; each is in force only inside the reuse path's own calls (a context
+manager swaps the module's config's ``_attn_implementation`` and puts it back), so ``reuse=off`` runs
+transformers' own.
+
+**Encoder windows.** Qwen2.5-Omni's and Qwen3-Omni's audio encoders attend within windows of a clip (``cu_seqlens`` boundaries over
+all clips' positions laid end to end). transformers runs that either through flash-attn's variable-length
+kernel or, for every other attention implementation, as one sdpa call per window in a Python loop with a host
+sync per layer: thousands of small calls for a batch of clips (a 4 s clip is two windows, times 32 layers),
+which made the encoder a third of Qwen2.5-Omni's reuse path on the GPU. ``segment_attention`` takes the
+variable-length calling convention and runs every window at once: the windows padded to the longest, each
+query reading only its own window's keys. The same numbers as the loop (each window's softmax over exactly its
+own keys); only the kernel's summation order may differ.
+
+transformers sends ``cu_seqlens`` only to an implementation whose name contains "flash", hence ``WINDOWS``.
+
+**Grouped queries under a mask.** With an attention mask (the reuse path always has one: prompts share rows),
+transformers' sdpa copies every KV head once per query head of its group (``repeat_kv``) before the kernel,
+in every layer at every step: for Qwen2.5-Omni (7 query heads a KV head) a decode step wrote and read seven
+copies of the whole KV cache. ``grouped_attention`` folds a group's query heads into the query length instead
+([rows, kv heads, group x queries, dim] against the KV heads as they are, the mask repeated along the queries),
+which is the same attention without the copies, wherever the queries are few (decode: the copies dominate;
+a prefill's queries are many, its mask large and its time compute, so it keeps sdpa's path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.utils.generic import is_flash_attention_requested
+
+WINDOWS = "audioicl_flash_windows"
+GROUPED = "audioicl_sdpa_grouped"
+FOLD_MAX_QUERIES = 64  # queries per row up to which grouped_attention folds (decode steps, not prefills)
+
+
+def segment_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    cu_seq_lens_q: torch.Tensor | None = None,
+    max_length_q: int | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """``query``/``key``/``value`` [1, heads, positions, dim], every window ``cu_seq_lens_q[i]:[i + 1]``
+    attending within itself → [1, positions, heads, dim] (flash-attn's layout, as the encoders reshape it)."""
+    if cu_seq_lens_q is None:
+        raise ValueError(f"{WINDOWS} attends within cu_seqlens windows; this call gave none")
+    bounds = cu_seq_lens_q.to(query.device, torch.long)
+    lengths = bounds[1:] - bounds[:-1]
+    width = int(max_length_q) if max_length_q is not None else int(lengths.max())
+    slots = torch.arange(width, device=query.device)
+    valid = slots[None, :] < lengths[:, None]  # [windows, width]
+    index = (bounds[:-1, None] + slots[None, :]).clamp(max=query.shape[2] - 1)
+
+    def windows(x: torch.Tensor) -> torch.Tensor:  # [1, heads, positions, dim] → [windows, heads, width, dim]
+        return x[0][:, index].transpose(0, 1)
+
+    out = torch.nn.functional.scaled_dot_product_attention(
+        windows(query), windows(key), windows(value), attn_mask=valid[:, None, None, :], scale=scaling
+    )
+    return out.transpose(1, 2)[valid][None], None
+
+
+def grouped_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers' sdpa attention (``query`` [rows, heads, queries, dim], ``key``/``value`` [rows, kv heads,
+    keys, dim], ``attention_mask`` [rows, 1, queries, keys]) with a group's query heads folded into the query
+    length where there are few queries, so no KV head is copied; else sdpa's own path."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    rows, heads, queries, dim = query.shape
+    if (
+        groups == 1
+        or attention_mask is None
+        or attention_mask.shape[1] != 1
+        or queries > FOLD_MAX_QUERIES
+        or dropout
+    ):
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    keys = attention_mask.shape[-1]
+    folded = query.reshape(rows, heads // groups, groups * queries, dim)
+    mask = attention_mask[:, :, None].expand(rows, 1, groups, queries, keys).reshape(rows, 1, -1, keys)
+    out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=mask, scale=scaling)
+    return out.reshape(rows, heads, queries, dim).transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(WINDOWS, segment_attention)
+AttentionInterface.register(GROUPED, grouped_attention)
+
+
+@contextmanager
+def attending(config: Any, name: str, keep: Callable[[str | None], bool]) -> Iterator[None]:
+    """``config``'s modules attend through ``name`` inside the block, unless ``keep`` says their own
+    implementation stays."""
+    before = config._attn_implementation
+    if keep(before):
+        yield
+        return
+    config._attn_implementation = name
+    try:
+        yield
+    finally:
+        config._attn_implementation = before
+
+
+def batched_windows(tower: Any) -> AbstractContextManager[None]:
+    """``tower`` (an Omni audio encoder) attends through ``segment_attention`` inside the block; a tower on a
+    flash-attn implementation keeps it (its kernel already takes the windows at once)."""
+    return attending(
+        tower.config,
+        WINDOWS,
+        lambda name: is_flash_attention_requested(requested_attention_implementation=name),
+    )
+
+
+def grouped_queries(text_config: Any) -> AbstractContextManager[None]:
+    """The decoder of ``text_config`` attends through ``grouped_attention`` inside the block where it runs
+    sdpa (eager and flash-attn have no copies to save)."""
+    return attending(text_config, GROUPED, lambda name: name != "sdpa")

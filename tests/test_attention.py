@@ -1,0 +1,129 @@
+"""The reuse path's attention implementations (``backends/attention.py``): the same numbers as transformers'
+own, in force only inside the reuse path's calls."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("torchvision")
+
+from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
+
+from audioicl.backends import attention  # noqa: E402
+from audioicl.backends.attention import (  # noqa: E402
+    GROUPED,
+    WINDOWS,
+    batched_windows,
+    grouped_attention,
+    grouped_queries,
+    segment_attention,
+)
+from audioicl.backends.reuse import PARTS  # noqa: E402
+from audioicl.prompts.chat import AudioPart  # noqa: E402
+
+
+class Grouped(torch.nn.Module):
+    def __init__(self, groups: int):
+        super().__init__()
+        self.num_key_value_groups = groups
+        self.is_causal = True
+
+
+def random_mask(rows: int, queries: int, keys: int, generator: torch.Generator) -> torch.Tensor:
+    visible = torch.rand(rows, 1, queries, keys, generator=generator) < 0.6
+    visible[..., 0] = True  # every query sees a key
+    return torch.zeros(visible.shape).masked_fill_(~visible, torch.finfo(torch.float32).min)
+
+
+@pytest.mark.parametrize("queries", [1, 5, attention.FOLD_MAX_QUERIES + 3])
+@pytest.mark.parametrize("groups", [1, 2, 7])
+def test_grouped_attention_equals_sdpa_with_copied_kv_heads(queries, groups):
+    generator = torch.Generator().manual_seed(queries * 10 + groups)
+    rows, kv_heads, keys, dim = 3, 2, 40, 16
+    query = torch.randn(rows, kv_heads * groups, queries, dim, generator=generator)
+    key, value = (torch.randn(rows, kv_heads, keys, dim, generator=generator) for _ in range(2))
+    mask = random_mask(rows, queries, keys, generator)
+    module = Grouped(groups)
+    ours, _ = grouped_attention(module, query, key, value, mask, scaling=0.25)
+    theirs, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.25)
+    assert ours.shape == theirs.shape == (rows, queries, kv_heads * groups, dim)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_grouped_attention_does_not_copy_kv_heads_for_few_queries(monkeypatch):
+    """The fold is what runs for a decode step's queries: sdpa sees the KV heads as they are."""
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, **kwargs):
+        seen.append((q.shape[1], k.shape[1]))
+        return real(q, k, v, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    generator = torch.Generator().manual_seed(0)
+    query = torch.randn(2, 8, 5, 16, generator=generator)
+    key, value = (torch.randn(2, 2, 30, 16, generator=generator) for _ in range(2))
+    grouped_attention(Grouped(4), query, key, value, random_mask(2, 5, 30, generator))
+    assert seen == [(2, 2)]
+
+
+def test_segment_attention_attends_within_each_window_only():
+    generator = torch.Generator().manual_seed(1)
+    lengths = [7, 3, 7, 1, 5]
+    bounds = torch.tensor(np.cumsum([0, *lengths]), dtype=torch.int32)
+    heads, dim = 2, 8
+    query, key, value = (torch.randn(1, heads, sum(lengths), dim, generator=generator) for _ in range(3))
+    ours, _ = segment_attention(None, query, key, value, scaling=0.3, cu_seq_lens_q=bounds, max_length_q=7)
+    expected = torch.cat(
+        [
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=0.3)
+            for q, k, v in zip(*(t.split(lengths, dim=2) for t in (query, key, value)), strict=True)
+        ],
+        dim=2,
+    ).transpose(1, 2)
+    assert ours.shape == (1, sum(lengths), heads, dim)
+    torch.testing.assert_close(ours, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_an_implementation_is_in_force_only_inside_its_block():
+    config = type("Config", (), {"_attn_implementation": "sdpa"})()
+    with grouped_queries(config):
+        assert config._attn_implementation == GROUPED
+    assert config._attn_implementation == "sdpa"
+    with pytest.raises(RuntimeError), grouped_queries(config):
+        raise RuntimeError("a failed batch")
+    assert config._attn_implementation == "sdpa"
+    config._attn_implementation = "eager"  # nothing copied to save: its own stays
+    with grouped_queries(config):
+        assert config._attn_implementation == "eager"
+    tower = type(
+        "Tower", (), {"config": type("Config", (), {"_attn_implementation": "flash_attention_2"})()}
+    )()
+    with batched_windows(tower):  # flash-attn already takes every window at once
+        assert tower.config._attn_implementation == "flash_attention_2"
+    tower.config._attn_implementation = "sdpa"
+    with batched_windows(tower):
+        assert tower.config._attn_implementation == WINDOWS
+
+
+def noise_clip(seconds: float, seed: int) -> AudioPart:
+    rng = np.random.default_rng(seed)
+    return AudioPart.of((0.1 * rng.standard_normal(round(seconds * 16_000))).astype(np.float32), 16_000)
+
+
+@pytest.mark.parametrize("family", ["qwen2.5-omni", "qwen3-omni"])
+def test_the_omni_encoders_batched_windows_give_the_encoders_own_embeddings(tiny_backends, family):
+    backend = tiny_backends[family]
+    made = backend._extract([noise_clip(s, i) for i, s in enumerate((0.05, 1.0, 4.3, 12.0, 29.99, 7.7))])
+    features, mask = backend._feature_batch(made)
+    tokens = [clip.tokens for clip in made]
+    valid = mask.sum(1)
+    frames = torch.arange(features.shape[-1])
+    with torch.inference_mode():
+        ours = PARTS[family](backend.model).encode(features, valid, tokens)
+        own = backend.model.get_audio_features(features, (frames[None, :] < valid[:, None]).long())
+    for got, expected in zip(ours, torch.split(own.last_hidden_state, tokens), strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
