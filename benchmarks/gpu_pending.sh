@@ -12,6 +12,7 @@
 #   bash benchmarks/gpu_pending.sh pack          # -o pack=on against off, three Qwen families (issue 23)
 #   bash benchmarks/gpu_pending.sh attention     # the reuse path's attention kernels, each against its baseline
 #   bash benchmarks/gpu_pending.sh before        # the tree in wheels/old over the same runs (the baseline)
+#   bash benchmarks/gpu_pending.sh chunks        # the Omni thinkers over 20 episodes a task, then prefill parts 1/4/8
 #
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
 set -euo pipefail
@@ -66,8 +67,15 @@ case "$part" in
       --families qwen2.5-omni,qwen3-omni,qwen2-audio --reuse prefix --limit 10 --batch-size 128 \
       --speeds graphs --logit-episodes 0 --repeats 2 --json "$out/before.json"
     ;;
+  chunks)
+    build 20
+    "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families qwen2.5-omni,qwen3-omni \
+      --reuse prefix --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 1 --json "$out/now.json"
+    "$py" benchmarks/prefill_attention.py --data /tmp/B20 --families qwen2.5-omni,qwen2-audio \
+      --episodes 3 --chunks 1,4,8 --repeats 3
+    ;;
   *)
-    echo "unknown part $part: families, omni, pack, attention or before" >&2
+    echo "unknown part $part: families, omni, pack, attention, before or chunks" >&2
     exit 2
     ;;
 esac

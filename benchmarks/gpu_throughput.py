@@ -263,7 +263,7 @@ def rounded(row: dict) -> dict:
 
 
 def without(name: str):
-    """The reuse path's attention swap ``name`` (``batched_windows`` or ``grouped_queries``) made a no-op
+    """The reuse path's attention swap ``name`` (``batched_windows`` or ``reuse_attention_in``) made a no-op
     inside the block: transformers' own implementation runs, the baseline of the same process."""
 
     @contextmanager
@@ -304,7 +304,7 @@ def top_kernels(prof, count: int = 10) -> dict[str, float]:
 def decode_step_ms(model, processor, family: str, args: argparse.Namespace, repeats: int = 10) -> dict:
     """One decode step of the first batch of the run's prompts (``--batch-size``): milliseconds eagerly and
     replayed as a CUDA graph (median of ``repeats``, the same inputs each time: the cache is only
-    overwritten at the same slots), each with the grouped-query attention (``attention.grouped_attention``)
+    overwritten at the same slots), each with the reuse path's attention (``attention.reuse_attention``)
     and with transformers' sdpa (``*_sdpa_ms``, the baseline); the host syncs, device-to-host copies and
     the top kernels of one eager step of each."""
     from torch.profiler import ProfilerActivity, profile
@@ -325,7 +325,7 @@ def decode_step_ms(model, processor, family: str, args: argparse.Namespace, repe
         out["keys"] = done.plan.total
         step = DecodeStep(backend.parts, done.plan, done.cache, room, model.dtype)
         step.load(done.logits.argmax(-1), 0)
-        for label, swap in (("", nullcontext()), ("_sdpa", without("grouped_queries"))):
+        for label, swap in (("", nullcontext()), ("_sdpa", without("reuse_attention_in"))):
             with swap:
                 step.run()
                 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

@@ -14,11 +14,11 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward  # n
 
 from audioicl.backends import attention  # noqa: E402
 from audioicl.backends.attention import (  # noqa: E402
-    GROUPED,
+    REUSE,
     WINDOWS,
     batched_windows,
-    grouped_attention,
-    grouped_queries,
+    reuse_attention,
+    reuse_attention_in,
     segment_attention,
 )
 from audioicl.backends.reuse import PARTS  # noqa: E402
@@ -40,20 +40,20 @@ def random_mask(rows: int, queries: int, keys: int, generator: torch.Generator) 
 
 @pytest.mark.parametrize("queries", [1, 5, attention.FOLD_MAX_QUERIES + 3])
 @pytest.mark.parametrize("groups", [1, 2, 7])
-def test_grouped_attention_equals_sdpa_with_copied_kv_heads(queries, groups):
+def test_reuse_attention_equals_sdpa_with_copied_kv_heads(queries, groups):
     generator = torch.Generator().manual_seed(queries * 10 + groups)
     rows, kv_heads, keys, dim = 3, 2, 40, 16
     query = torch.randn(rows, kv_heads * groups, queries, dim, generator=generator)
     key, value = (torch.randn(rows, kv_heads, keys, dim, generator=generator) for _ in range(2))
     mask = random_mask(rows, queries, keys, generator)
     module = Grouped(groups)
-    ours, _ = grouped_attention(module, query, key, value, mask, scaling=0.25)
+    ours, _ = reuse_attention(module, query, key, value, mask, scaling=0.25)
     theirs, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.25)
     assert ours.shape == theirs.shape == (rows, queries, kv_heads * groups, dim)
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
-def test_grouped_attention_does_not_copy_kv_heads_for_few_queries(monkeypatch):
+def test_reuse_attention_does_not_copy_kv_heads_for_few_queries(monkeypatch):
     """The fold is what runs for a decode step's queries: sdpa sees the KV heads as they are."""
     seen = []
     real = torch.nn.functional.scaled_dot_product_attention
@@ -66,8 +66,24 @@ def test_grouped_attention_does_not_copy_kv_heads_for_few_queries(monkeypatch):
     generator = torch.Generator().manual_seed(0)
     query = torch.randn(2, 8, 5, 16, generator=generator)
     key, value = (torch.randn(2, 2, 30, 16, generator=generator) for _ in range(2))
-    grouped_attention(Grouped(4), query, key, value, random_mask(2, 5, 30, generator))
+    reuse_attention(Grouped(4), query, key, value, random_mask(2, 5, 30, generator))
     assert seen == [(2, 2)]
+
+
+def test_reuse_attention_reads_only_the_keys_its_mask_covers():
+    """A prefill part's mask ends at the part's last position: later keys of the cache are not read, and
+    the output is what sdpa gives over all keys with those masked."""
+    generator = torch.Generator().manual_seed(2)
+    rows, heads, queries, keys, covered, dim = 2, 4, 24, 40, 30, 8
+    query = torch.randn(rows, heads, queries, dim, generator=generator)
+    key, value = (torch.randn(rows, heads // 2, keys, dim, generator=generator) for _ in range(2))
+    mask = random_mask(rows, queries, covered, generator)
+    whole = torch.cat(
+        [mask, torch.full((rows, 1, queries, keys - covered), torch.finfo(torch.float32).min)], -1
+    )
+    ours, _ = reuse_attention(Grouped(2), query, key, value, mask)
+    theirs, _ = sdpa_attention_forward(Grouped(2), query, key, value, whole)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
 def test_segment_attention_attends_within_each_window_only():
@@ -90,14 +106,14 @@ def test_segment_attention_attends_within_each_window_only():
 
 def test_an_implementation_is_in_force_only_inside_its_block():
     config = type("Config", (), {"_attn_implementation": "sdpa"})()
-    with grouped_queries(config):
-        assert config._attn_implementation == GROUPED
+    with reuse_attention_in(config):
+        assert config._attn_implementation == REUSE
     assert config._attn_implementation == "sdpa"
-    with pytest.raises(RuntimeError), grouped_queries(config):
+    with pytest.raises(RuntimeError), reuse_attention_in(config):
         raise RuntimeError("a failed batch")
     assert config._attn_implementation == "sdpa"
     config._attn_implementation = "eager"  # nothing copied to save: its own stays
-    with grouped_queries(config):
+    with reuse_attention_in(config):
         assert config._attn_implementation == "eager"
     tower = type(
         "Tower", (), {"config": type("Config", (), {"_attn_implementation": "flash_attention_2"})()}

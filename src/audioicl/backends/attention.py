@@ -14,13 +14,17 @@ own keys); only the kernel's summation order may differ.
 
 transformers sends ``cu_seqlens`` only to an implementation whose name contains "flash", hence ``WINDOWS``.
 
-**Grouped queries under a mask.** With an attention mask (the reuse path always has one: prompts share rows),
-transformers' sdpa copies every KV head once per query head of its group (``repeat_kv``) before the kernel,
-in every layer at every step: for Qwen2.5-Omni (7 query heads a KV head) a decode step wrote and read seven
-copies of the whole KV cache. ``grouped_attention`` folds a group's query heads into the query length instead
-([rows, kv heads, group x queries, dim] against the KV heads as they are, the mask repeated along the queries),
-which is the same attention without the copies, wherever the queries are few (decode: the copies dominate;
-a prefill's queries are many, its mask large and its time compute, so it keeps sdpa's path).
+**The decoder under the reuse path's masks** (``reuse_attention``, in place of sdpa). Two savings:
+- *Keys cut to the mask.* A prefill read in parts (``reuse.prefill_chunks``) gives each part a mask over only
+  the keys before its end; the static cache holds every position, so sdpa would read (and compute against)
+  all of them. Here keys and values are cut to the mask's width: what lies beyond is invisible anyway.
+- *Grouped queries without copies.* With an attention mask (the reuse path always has one: prompts share
+  rows), transformers' sdpa copies every KV head once per query head of its group (``repeat_kv``) before the
+  kernel, in every layer at every step: for Qwen2.5-Omni (7 query heads a KV head) a decode step wrote and
+  read seven copies of the whole KV cache. Here a group's query heads are folded into the query length
+  instead ([rows, kv heads, group x queries, dim] against the KV heads as they are, the mask repeated along
+  the queries) wherever the queries are few (decode: the copies dominate; a prefill's queries are many, its
+  mask large and its time compute, so it keeps sdpa's path).
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.utils.generic import is_flash_attention_requested
 
 WINDOWS = "audioicl_flash_windows"
-GROUPED = "audioicl_sdpa_grouped"
-FOLD_MAX_QUERIES = 64  # queries per row up to which grouped_attention folds (decode steps, not prefills)
+REUSE = "audioicl_sdpa_reuse"
+FOLD_MAX_QUERIES = 64  # queries per row up to which reuse_attention folds (decode steps, not prefills)
 
 
 def segment_attention(
@@ -71,7 +75,7 @@ def segment_attention(
     return out.transpose(1, 2)[valid][None], None
 
 
-def grouped_attention(
+def reuse_attention(
     module: Any,
     query: torch.Tensor,
     key: torch.Tensor,
@@ -82,8 +86,10 @@ def grouped_attention(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' sdpa attention (``query`` [rows, heads, queries, dim], ``key``/``value`` [rows, kv heads,
-    keys, dim], ``attention_mask`` [rows, 1, queries, keys]) with a group's query heads folded into the query
-    length where there are few queries, so no KV head is copied; else sdpa's own path."""
+    keys, dim], ``attention_mask`` [rows, 1, queries, mask keys]) over the first ``mask keys`` keys only, and
+    with a group's query heads folded into the query length where there are few queries (module docstring)."""
+    if attention_mask is not None and attention_mask.shape[-1] < key.shape[2]:
+        key, value = key[:, :, : attention_mask.shape[-1]], value[:, :, : attention_mask.shape[-1]]
     groups = getattr(module, "num_key_value_groups", 1)
     rows, heads, queries, dim = query.shape
     if (
@@ -104,7 +110,7 @@ def grouped_attention(
 
 
 AttentionInterface.register(WINDOWS, segment_attention)
-AttentionInterface.register(GROUPED, grouped_attention)
+AttentionInterface.register(REUSE, reuse_attention)
 
 
 @contextmanager
@@ -132,7 +138,7 @@ def batched_windows(tower: Any) -> AbstractContextManager[None]:
     )
 
 
-def grouped_queries(text_config: Any) -> AbstractContextManager[None]:
-    """The decoder of ``text_config`` attends through ``grouped_attention`` inside the block where it runs
-    sdpa (eager and flash-attn have no copies to save)."""
-    return attending(text_config, GROUPED, lambda name: name != "sdpa")
+def reuse_attention_in(text_config: Any) -> AbstractContextManager[None]:
+    """The decoder of ``text_config`` attends through ``reuse_attention`` inside the block where it runs
+    sdpa (the reuse path's masks need sdpa or eager; eager keeps its own)."""
+    return attending(text_config, REUSE, lambda name: name != "sdpa")

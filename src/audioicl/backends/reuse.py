@@ -31,10 +31,13 @@ import torch
 from transformers import StaticCache
 from transformers.masking_utils import create_bidirectional_mask
 
-from .attention import batched_windows, grouped_queries
+from .attention import batched_windows, reuse_attention_in
 from .graphs import FastPaths, replayed
 
 PAD_SLOT = -1  # owner of a padding position
+PREFILL_CHUNKS = (
+    4  # parts a batch's prefill is read in (``prefill_chunks``; measured in docs/measurements.md)
+)
 REUSE_MODES = ("off", "audio", "prefix")
 
 
@@ -195,13 +198,15 @@ class Layout:
     def total(self) -> int:
         return self.owner.shape[1]
 
-    def visible(self, queries: slice) -> torch.Tensor:
-        """[rows, queries, total] True where the query position may attend to the key position: its own
-        member's earlier positions, its trunk's first ``limit`` positions, and itself (padding only that)."""
-        keys = torch.arange(self.total, device=self.owner.device)
-        query_ids = keys[queries]
+    def visible(self, queries: slice, keys: int | None = None) -> torch.Tensor:
+        """[rows, queries, keys] True where the query position may attend to the key position: its own
+        member's earlier positions, its trunk's first ``limit`` positions, and itself (padding only that).
+        ``keys``: the first positions only (default all ``total``)."""
+        width = self.total if keys is None else keys
+        query_ids = torch.arange(queries.start, queries.stop, device=self.owner.device)
+        keys = torch.arange(width, device=self.owner.device)
         owner_q = self.owner[:, queries]
-        same = (owner_q[:, :, None] == self.owner[:, None, :]) & (owner_q[:, :, None] >= 0)
+        same = (owner_q[:, :, None] == self.owner[:, None, :width]) & (owner_q[:, :, None] >= 0)
         causal = keys[None, None, :] <= query_ids[None, :, None]
         limit_q = torch.gather(self.limit, 1, owner_q.clamp(min=0))
         from_q = torch.gather(self.trunk_at, 1, owner_q.clamp(min=0))
@@ -408,11 +413,13 @@ class Prefilled:
 
 
 def _decoder_call(parts: ModelParts, plan: Layout, cache: Any, queries: slice, dtype: torch.dtype, **inputs):
-    """The decoder over the layout positions ``queries`` (their tokens in ``inputs``), the cache filled."""
-    with grouped_queries(parts.text_config):
+    """The decoder over the layout positions ``queries`` (their tokens in ``inputs``), the cache filled.
+    Their mask covers only the keys before ``queries.stop`` (none after is visible to them), and the
+    attention reads only those (``attention.reuse_attention``)."""
+    with reuse_attention_in(parts.text_config):
         return parts.decoder(
             **inputs,
-            attention_mask=additive_mask(plan.visible(queries), dtype),
+            attention_mask=additive_mask(plan.visible(queries, queries.stop), dtype),
             position_ids=plan.positions[:, queries],
             cache_position=torch.arange(queries.start, queries.stop, device=plan.ids.device),
             use_cache=True,
@@ -428,9 +435,10 @@ def prefill(
     pad_id: int,
     dtype: torch.dtype,
     device: torch.device,
+    chunks: int = PREFILL_CHUNKS,
 ) -> Prefilled:
     """Read every prompt of ``rows`` (each shared prefix once) with room for ``steps`` more tokens per
-    member. ``audio``: each clip's embedding by digest."""
+    member, in ``chunks`` parts (``prefill_chunks``). ``audio``: each clip's embedding by digest."""
     plan = layout(rows, steps, pad_id, device)
     embeds = parts.decoder.get_input_embeddings()(plan.ids)
     for r, row in enumerate(rows):
@@ -444,9 +452,24 @@ def prefill(
                     begin - clip.start :
                 ]
     cache = StaticCache(config=parts.text_config, max_cache_len=plan.total)
-    hidden = _decoder_call(parts, plan, cache, slice(0, plan.prefill), dtype, inputs_embeds=embeds)
+    hidden = torch.cat(
+        [
+            _decoder_call(parts, plan, cache, part, dtype, inputs_embeds=embeds[:, part])
+            for part in prefill_chunks(plan.prefill, chunks)
+        ],
+        dim=1,
+    )
     rows_index = torch.arange(len(rows), device=device)[:, None]
     return Prefilled(plan, cache, parts.head(hidden[rows_index, plan.last]))
+
+
+def prefill_chunks(positions: int, chunks: int, align: int = 128) -> list[slice]:
+    """``[0, positions)`` cut into at most ``chunks`` consecutive parts of near-equal length (multiples of
+    ``align`` but the last). Read in turn, each part's queries attend only to the keys before its end:
+    the masked square above the diagonal is computed ``(chunks + 1) / (2 chunks)`` as much, and the
+    answers are the same (what lies after a query is invisible to it)."""
+    step = max(align, math.ceil(positions / max(chunks, 1) / align) * align)
+    return [slice(start, min(start + step, positions)) for start in range(0, positions, step)]
 
 
 class DecodeStep:
@@ -475,7 +498,7 @@ class DecodeStep:
         self.cache_position.copy_(torch.arange(start, start + self.plan.width, device=self.tokens.device))
 
     def run(self) -> torch.Tensor:
-        with grouped_queries(self.parts.text_config):
+        with reuse_attention_in(self.parts.text_config):
             hidden = self.parts.decoder(
                 input_ids=self.tokens,
                 attention_mask=self.mask,
