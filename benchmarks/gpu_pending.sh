@@ -71,7 +71,7 @@ case "$part" in
     build 20
     "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families qwen2.5-omni,qwen3-omni \
       --reuse prefix --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 1 --json "$out/now.json"
-    "$py" benchmarks/prefill_attention.py --data /tmp/B20 --families qwen2.5-omni,qwen2-audio \
+    "$py" benchmarks/prefill_attention.py --data /tmp/B20 --families qwen2.5-omni \
       --episodes 3 --chunks 1,4,8 --repeats 3
     ;;
   *)

@@ -143,3 +143,17 @@ def test_the_omni_encoders_batched_windows_give_the_encoders_own_embeddings(tiny
         own = backend.model.get_audio_features(features, (frames[None, :] < valid[:, None]).long())
     for got, expected in zip(ours, torch.split(own.last_hidden_state, tokens), strict=True):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_the_run_record_names_the_attention_the_reuse_path_ran(tiny_backends):
+    from audioicl.backends.reuse import PREFILL_CHUNKS
+
+    assert tiny_backends["qwen2.5-omni"].info["attention"] == {
+        "decoder": REUSE,
+        "audio_encoder": WINDOWS,
+        "prefill_parts": PREFILL_CHUNKS,
+    }
+    assert tiny_backends["qwen2-audio"].info["attention"] == {
+        "decoder": REUSE,
+        "prefill_parts": PREFILL_CHUNKS,
+    }

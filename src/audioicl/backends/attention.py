@@ -142,3 +142,15 @@ def reuse_attention_in(text_config: Any) -> AbstractContextManager[None]:
     """The decoder of ``text_config`` attends through ``reuse_attention`` inside the block where it runs
     sdpa (the reuse path's masks need sdpa or eager; eager keeps its own)."""
     return attending(text_config, REUSE, lambda name: name != "sdpa")
+
+
+def attention_in_force(text_config: Any, tower: Any = None) -> dict[str, str]:
+    """The implementations the reuse path's calls attend through (the decoder's, and the windowed audio
+    encoder's where ``tower`` is one), for the run record."""
+    own = text_config._attn_implementation
+    made = {"decoder": REUSE if own == "sdpa" else own}
+    if tower is not None:
+        name = tower.config._attn_implementation
+        flash = is_flash_attention_requested(requested_attention_implementation=name)
+        made["audio_encoder"] = name if flash else WINDOWS
+    return made

@@ -756,10 +756,12 @@ class HFBackend:
         return responses
 
     def _paths_info(self) -> dict[str, Any]:
-        """The fast paths (``graphs.FastPaths.info``) and the MoE experts implementation, for the record."""
+        """The fast paths (``graphs.FastPaths.info``), the reuse path's attention and the MoE experts
+        implementation, for the record."""
         config = self.model.config.get_text_config()
         experts = getattr(config, "_experts_implementation", None) if hasattr(config, "num_experts") else None
-        return {**self.paths.info(), **({"experts": experts} if experts else {})}
+        made = {**self.paths.info(), **({"experts": experts} if experts else {})}
+        return {**made, "attention": self.parts.attention()} if self.parts is not None else made
 
     def _embeddings(self, clips: dict[str, ClipFeatures]) -> dict[str, torch.Tensor]:
         """Each clip's audio embedding, from the cache or through the encoder (longest first, in chunks)."""

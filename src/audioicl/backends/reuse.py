@@ -31,7 +31,7 @@ import torch
 from transformers import StaticCache
 from transformers.masking_utils import create_bidirectional_mask
 
-from .attention import batched_windows, reuse_attention_in
+from .attention import attention_in_force, batched_windows, reuse_attention_in
 from .graphs import FastPaths, replayed
 
 PAD_SLOT = -1  # owner of a padding position
@@ -267,12 +267,18 @@ def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 class ModelParts:
     """What the reuse path calls: the text decoder (embeddings and layers, no head), the head, and the
     family's audio encoder as ``encode(features, valid, tokens) -> one [tokens, hidden] per clip``
-    (``features`` [clips, bins, frames] padded, ``valid`` frames and ``tokens`` audio tokens per clip)."""
+    (``features`` [clips, bins, frames] padded, ``valid`` frames and ``tokens`` audio tokens per clip);
+    ``windowed``: the audio encoder whose attention windows ``encode`` batches, if any."""
 
     decoder: Any
     head: Any
     encode: Callable[[torch.Tensor, torch.Tensor, Sequence[int]], list[torch.Tensor]]
     text_config: Any
+    windowed: Any = None
+
+    def attention(self) -> dict[str, Any]:
+        """What this path's calls attend through and in how many parts a prefill is read, for the record."""
+        return {**attention_in_force(self.text_config, self.windowed), "prefill_parts": PREFILL_CHUNKS}
 
 
 def _qwen2_audio_parts(model: Any, encoder: str = "valid") -> ModelParts:
@@ -335,7 +341,7 @@ def _omni_thinker_parts(model: Any, encoder: str = "valid") -> ModelParts:
             )
         return list(torch.split(flat, list(tokens)))
 
-    return ModelParts(model.model, model.lm_head, encode, model.config.text_config)
+    return ModelParts(model.model, model.lm_head, encode, model.config.text_config, windowed=tower)
 
 
 def _apertus_parts(model: Any, encoder: str = "valid") -> ModelParts:
