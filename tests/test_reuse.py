@@ -305,6 +305,30 @@ def test_a_prefill_read_in_parts_fills_the_cache_and_logits_of_one_read_whole(
             torch.testing.assert_close(ours.keys, whole.keys, rtol=1e-4, atol=1e-5)
 
 
+def test_a_prefill_in_parts_under_eager_attention_reads_every_key(prefix_backends, one_episode_each):
+    """Eager attention takes the cache's keys whole: a part's mask must cover them all (only sdpa's
+    replacement cuts the keys to the mask)."""
+    backend = prefix_backends["qwen2.5-omni"]
+    requests = episode_major_requests(one_episode_each, backend.family)[:10]
+    prepared, _ = backend.prepare(requests)
+    rows, clips, _ = backend.pack(prepared)
+    batch = batches(rows, 10)[0]
+    config = backend.parts.text_config
+    with torch.inference_mode():
+        audio = backend._embeddings(backend._clips_of(batch, clips))
+        whole = prefill(
+            backend.parts, batch, audio, 1, backend.pad_token_id, torch.float32, backend.device, 1
+        )
+        config._attn_implementation = "eager"
+        try:
+            parts = prefill(
+                backend.parts, batch, audio, 1, backend.pad_token_id, torch.float32, backend.device, 4
+            )
+        finally:
+            config._attn_implementation = "sdpa"
+    torch.testing.assert_close(parts.logits, whole.logits, rtol=1e-4, atol=1e-5)
+
+
 def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_episode_each, monkeypatch):
     backend = prefix_backends["qwen2-audio"]
     requests = [r for r in episode_major_requests(one_episode_each, backend.family) if r.task == "AudioCount"]

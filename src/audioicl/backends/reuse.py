@@ -31,7 +31,7 @@ import torch
 from transformers import StaticCache
 from transformers.masking_utils import create_bidirectional_mask
 
-from .attention import attention_in_force, batched_windows, reuse_attention_in
+from .attention import REUSE, attention_in_force, batched_windows, reuse_attention_in
 from .graphs import FastPaths, replayed
 
 PAD_SLOT = -1  # owner of a padding position
@@ -420,12 +420,14 @@ class Prefilled:
 
 def _decoder_call(parts: ModelParts, plan: Layout, cache: Any, queries: slice, dtype: torch.dtype, **inputs):
     """The decoder over the layout positions ``queries`` (their tokens in ``inputs``), the cache filled.
-    Their mask covers only the keys before ``queries.stop`` (none after is visible to them), and the
-    attention reads only those (``attention.reuse_attention``)."""
+    Under ``attention.reuse_attention`` their mask covers only the keys before ``queries.stop`` (none
+    after is visible to them) and the attention reads only those; another implementation (eager) takes
+    the cache's keys whole, so its mask covers them all."""
     with reuse_attention_in(parts.text_config):
+        cut = queries.stop if parts.text_config._attn_implementation == REUSE else None
         return parts.decoder(
             **inputs,
-            attention_mask=additive_mask(plan.visible(queries, queries.stop), dtype),
+            attention_mask=additive_mask(plan.visible(queries, cut), dtype),
             position_ids=plan.positions[:, queries],
             cache_position=torch.arange(queries.start, queries.stop, device=plan.ids.device),
             use_cache=True,
