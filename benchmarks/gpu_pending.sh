@@ -12,7 +12,7 @@
 #   bash benchmarks/gpu_pending.sh pack          # -o pack=on against off, three Qwen families (issue 23)
 #   bash benchmarks/gpu_pending.sh attention     # the reuse path's attention kernels, each against its baseline
 #   bash benchmarks/gpu_pending.sh before        # the tree in wheels/old over the same runs (the baseline)
-#   bash benchmarks/gpu_pending.sh chunks        # the Omni thinkers over 20 episodes a task, prefill in 1 or 4 parts
+#   bash benchmarks/gpu_pending.sh omni20        # the Omni thinkers over 20 episodes a task (issue 23's mix)
 #
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
 set -euo pipefail
@@ -67,17 +67,15 @@ case "$part" in
       --families qwen2.5-omni,qwen3-omni,qwen2-audio --reuse prefix --limit 10 --batch-size 128 \
       --speeds graphs --logit-episodes 0 --repeats 2 --json "$out/before.json"
     ;;
-  chunks)
+  omni20)
     build 20
-    "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families qwen2.5-omni \
-      --reuse prefix --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 1 --json "$out/now.json"
-    "$py" benchmarks/prefill_attention.py --data /tmp/B20 --families qwen2.5-omni \
-      --episodes 3 --chunks 1,4 --repeats 3
-    "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families qwen3-omni \
-      --reuse prefix --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 1 --json "$out/now3.json"
+    for family in qwen2.5-omni qwen3-omni; do  # one process each: the first timed model of a process is slower
+      "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families $family --reuse prefix --batch-size 128 \
+        --speeds graphs --logit-episodes 0 --repeats 1 --json "$out/$family.json"
+    done
     ;;
   *)
-    echo "unknown part $part: families, omni, pack, attention, before or chunks" >&2
+    echo "unknown part $part: families, omni, pack, attention, before or omni20" >&2
     exit 2
     ;;
 esac

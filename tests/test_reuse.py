@@ -29,8 +29,6 @@ from audioicl.backends.reuse import (  # noqa: E402
     layout,
     pack,
     pack_rows,
-    prefill,
-    prefill_chunks,
     shared_prefix,
     token_sequence,
 )
@@ -268,65 +266,6 @@ def test_prefix_sharing_reads_fewer_positions(prefix_backends, one_episode_each)
     packed.generate(requests, config)
     assert packed.work["lm_tokens"] == prefix.work["lm_tokens"]  # the same prompts read, once each
     assert packed.work["lm_padding"] < prefix.work["lm_padding"]
-
-
-def test_a_prefill_is_cut_into_aligned_consecutive_parts():
-    assert prefill_chunks(1000, 4) == [slice(0, 256), slice(256, 512), slice(512, 768), slice(768, 1000)]
-    assert prefill_chunks(1000, 1) == [slice(0, 1000)]
-    assert prefill_chunks(100, 4) == [slice(0, 100)]  # never shorter than one aligned part
-    assert prefill_chunks(300, 8) == [slice(0, 128), slice(128, 256), slice(256, 300)]
-    for positions, chunks in ((1, 4), (129, 3), (5000, 7)):
-        parts = prefill_chunks(positions, chunks)
-        assert parts[0].start == 0 and parts[-1].stop == positions and len(parts) <= chunks
-        assert all(a.stop == b.start for a, b in zip(parts, parts[1:], strict=False))
-
-
-@pytest.mark.parametrize("family", FAMILY_NAMES)
-def test_a_prefill_read_in_parts_fills_the_cache_and_logits_of_one_read_whole(
-    prefix_backends, one_episode_each, family
-):
-    backend = prefix_backends[family]
-    requests = episode_major_requests(one_episode_each, backend.family)[:20]
-    prepared, failed = backend.prepare(requests)
-    rows, clips, _ = backend.pack(prepared)
-    assert not failed
-    batch = batches(rows, 10)[0]
-    made = {}
-    with torch.inference_mode():
-        audio = backend._embeddings(backend._clips_of(batch, clips))
-        for chunks in (1, 3, 8):
-            made[chunks] = prefill(
-                backend.parts, batch, audio, 2, backend.pad_token_id, torch.float32, backend.device, chunks
-            )
-    assert len(prefill_chunks(made[1].plan.prefill, 8)) > 2  # the parts are real
-    for chunks in (3, 8):
-        torch.testing.assert_close(made[chunks].logits, made[1].logits, rtol=1e-4, atol=1e-5)
-        for ours, whole in zip(made[chunks].cache.layers, made[1].cache.layers, strict=True):
-            torch.testing.assert_close(ours.keys, whole.keys, rtol=1e-4, atol=1e-5)
-
-
-def test_a_prefill_in_parts_under_eager_attention_reads_every_key(prefix_backends, one_episode_each):
-    """Eager attention takes the cache's keys whole: a part's mask must cover them all (only sdpa's
-    replacement cuts the keys to the mask)."""
-    backend = prefix_backends["qwen2.5-omni"]
-    requests = episode_major_requests(one_episode_each, backend.family)[:10]
-    prepared, _ = backend.prepare(requests)
-    rows, clips, _ = backend.pack(prepared)
-    batch = batches(rows, 10)[0]
-    config = backend.parts.text_config
-    with torch.inference_mode():
-        audio = backend._embeddings(backend._clips_of(batch, clips))
-        whole = prefill(
-            backend.parts, batch, audio, 1, backend.pad_token_id, torch.float32, backend.device, 1
-        )
-        config._attn_implementation = "eager"
-        try:
-            parts = prefill(
-                backend.parts, batch, audio, 1, backend.pad_token_id, torch.float32, backend.device, 4
-            )
-        finally:
-            config._attn_implementation = "sdpa"
-    torch.testing.assert_close(parts.logits, whole.logits, rtol=1e-4, atol=1e-5)
 
 
 def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_episode_each, monkeypatch):

@@ -14,17 +14,13 @@ own keys); only the kernel's summation order may differ.
 
 transformers sends ``cu_seqlens`` only to an implementation whose name contains "flash", hence ``WINDOWS``.
 
-**The decoder under the reuse path's masks** (``reuse_attention``, in place of sdpa). Two savings:
-- *Keys cut to the mask.* A prefill read in parts (``reuse.prefill_chunks``) gives each part a mask over only
-  the keys before its end; the static cache holds every position, so sdpa would read (and compute against)
-  all of them. Here keys and values are cut to the mask's width: what lies beyond is invisible anyway.
-- *Grouped queries without copies.* With an attention mask (the reuse path always has one: prompts share
-  rows), transformers' sdpa copies every KV head once per query head of its group (``repeat_kv``) before the
-  kernel, in every layer at every step: for Qwen2.5-Omni (7 query heads a KV head) a decode step wrote and
-  read seven copies of the whole KV cache. Here a group's query heads are folded into the query length
-  instead ([rows, kv heads, group x queries, dim] against the KV heads as they are, the mask repeated along
-  the queries) wherever the queries are few (decode: the copies dominate; a prefill's queries are many, its
-  mask large and its time compute, so it keeps sdpa's path).
+**Grouped queries under a mask** (``reuse_attention``, in place of sdpa). With an attention mask (the reuse
+path always has one: prompts share rows), transformers' sdpa copies every KV head once per query head of its
+group (``repeat_kv``) before the kernel, in every layer at every step: for Qwen2.5-Omni (7 query heads a KV
+head) a decode step wrote and read seven copies of the whole KV cache. Here a group's query heads are folded
+into the query length instead ([rows, kv heads, group x queries, dim] against the KV heads as they are, the
+mask repeated along the queries) wherever the queries are few (decode: the copies dominate; a prefill's
+queries are many, its mask large and its time compute, so it keeps sdpa's path).
 """
 
 from __future__ import annotations
@@ -86,10 +82,8 @@ def reuse_attention(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' sdpa attention (``query`` [rows, heads, queries, dim], ``key``/``value`` [rows, kv heads,
-    keys, dim], ``attention_mask`` [rows, 1, queries, mask keys]) over the first ``mask keys`` keys only, and
-    with a group's query heads folded into the query length where there are few queries (module docstring)."""
-    if attention_mask is not None and attention_mask.shape[-1] < key.shape[2]:
-        key, value = key[:, :, : attention_mask.shape[-1]], value[:, :, : attention_mask.shape[-1]]
+    keys, dim], ``attention_mask`` [rows, 1, queries, keys]) with a group's query heads folded into the query
+    length where there are few queries, so no KV head is copied; else sdpa's own path."""
     groups = getattr(module, "num_key_value_groups", 1)
     rows, heads, queries, dim = query.shape
     if (

@@ -31,13 +31,10 @@ import torch
 from transformers import StaticCache
 from transformers.masking_utils import create_bidirectional_mask
 
-from .attention import REUSE, attention_in_force, batched_windows, reuse_attention_in
+from .attention import attention_in_force, batched_windows, reuse_attention_in
 from .graphs import FastPaths, replayed
 
 PAD_SLOT = -1  # owner of a padding position
-PREFILL_CHUNKS = (
-    4  # parts a batch's prefill is read in (``prefill_chunks``; measured in docs/measurements.md)
-)
 REUSE_MODES = ("off", "audio", "prefix")
 
 
@@ -198,15 +195,13 @@ class Layout:
     def total(self) -> int:
         return self.owner.shape[1]
 
-    def visible(self, queries: slice, keys: int | None = None) -> torch.Tensor:
-        """[rows, queries, keys] True where the query position may attend to the key position: its own
-        member's earlier positions, its trunk's first ``limit`` positions, and itself (padding only that).
-        ``keys``: the first positions only (default all ``total``)."""
-        width = self.total if keys is None else keys
-        query_ids = torch.arange(queries.start, queries.stop, device=self.owner.device)
-        keys = torch.arange(width, device=self.owner.device)
+    def visible(self, queries: slice) -> torch.Tensor:
+        """[rows, queries, total] True where the query position may attend to the key position: its own
+        member's earlier positions, its trunk's first ``limit`` positions, and itself (padding only that)."""
+        keys = torch.arange(self.total, device=self.owner.device)
+        query_ids = keys[queries]
         owner_q = self.owner[:, queries]
-        same = (owner_q[:, :, None] == self.owner[:, None, :width]) & (owner_q[:, :, None] >= 0)
+        same = (owner_q[:, :, None] == self.owner[:, None, :]) & (owner_q[:, :, None] >= 0)
         causal = keys[None, None, :] <= query_ids[None, :, None]
         limit_q = torch.gather(self.limit, 1, owner_q.clamp(min=0))
         from_q = torch.gather(self.trunk_at, 1, owner_q.clamp(min=0))
@@ -277,8 +272,8 @@ class ModelParts:
     windowed: Any = None
 
     def attention(self) -> dict[str, Any]:
-        """What this path's calls attend through and in how many parts a prefill is read, for the record."""
-        return {**attention_in_force(self.text_config, self.windowed), "prefill_parts": PREFILL_CHUNKS}
+        """What this path's calls attend through, for the record."""
+        return attention_in_force(self.text_config, self.windowed)
 
 
 def _qwen2_audio_parts(model: Any, encoder: str = "valid") -> ModelParts:
@@ -419,15 +414,11 @@ class Prefilled:
 
 
 def _decoder_call(parts: ModelParts, plan: Layout, cache: Any, queries: slice, dtype: torch.dtype, **inputs):
-    """The decoder over the layout positions ``queries`` (their tokens in ``inputs``), the cache filled.
-    Under ``attention.reuse_attention`` their mask covers only the keys before ``queries.stop`` (none
-    after is visible to them) and the attention reads only those; another implementation (eager) takes
-    the cache's keys whole, so its mask covers them all."""
+    """The decoder over the layout positions ``queries`` (their tokens in ``inputs``), the cache filled."""
     with reuse_attention_in(parts.text_config):
-        cut = queries.stop if parts.text_config._attn_implementation == REUSE else None
         return parts.decoder(
             **inputs,
-            attention_mask=additive_mask(plan.visible(queries, cut), dtype),
+            attention_mask=additive_mask(plan.visible(queries), dtype),
             position_ids=plan.positions[:, queries],
             cache_position=torch.arange(queries.start, queries.stop, device=plan.ids.device),
             use_cache=True,
@@ -443,10 +434,9 @@ def prefill(
     pad_id: int,
     dtype: torch.dtype,
     device: torch.device,
-    chunks: int = PREFILL_CHUNKS,
 ) -> Prefilled:
     """Read every prompt of ``rows`` (each shared prefix once) with room for ``steps`` more tokens per
-    member, in ``chunks`` parts (``prefill_chunks``). ``audio``: each clip's embedding by digest."""
+    member. ``audio``: each clip's embedding by digest."""
     plan = layout(rows, steps, pad_id, device)
     embeds = parts.decoder.get_input_embeddings()(plan.ids)
     for r, row in enumerate(rows):
@@ -460,24 +450,9 @@ def prefill(
                     begin - clip.start :
                 ]
     cache = StaticCache(config=parts.text_config, max_cache_len=plan.total)
-    hidden = torch.cat(
-        [
-            _decoder_call(parts, plan, cache, part, dtype, inputs_embeds=embeds[:, part])
-            for part in prefill_chunks(plan.prefill, chunks)
-        ],
-        dim=1,
-    )
+    hidden = _decoder_call(parts, plan, cache, slice(0, plan.prefill), dtype, inputs_embeds=embeds)
     rows_index = torch.arange(len(rows), device=device)[:, None]
     return Prefilled(plan, cache, parts.head(hidden[rows_index, plan.last]))
-
-
-def prefill_chunks(positions: int, chunks: int, align: int = 128) -> list[slice]:
-    """``[0, positions)`` cut into at most ``chunks`` consecutive parts of near-equal length (multiples of
-    ``align`` but the last). Read in turn, each part's queries attend only to the keys before its end:
-    the masked square above the diagonal is computed ``(chunks + 1) / (2 chunks)`` as much, and the
-    answers are the same (what lies after a query is invisible to it)."""
-    step = max(align, math.ceil(positions / max(chunks, 1) / align) * align)
-    return [slice(start, min(start + step, positions)) for start in range(0, positions, step)]
 
 
 class DecodeStep:
