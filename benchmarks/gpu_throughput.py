@@ -18,7 +18,9 @@ generated position's logits of the reuse path against the model's own forward ov
 Each prefix run is timed once per ``--speeds`` setting (off: eager kernels; graphs: the decode step as a CUDA
 graph; all: graphs and the compiled norms and MLPs, ``backends.graphs``), and the answers of every run are
 compared with the ``reuse=off`` run's on the prompts both answered (share identical). ``--step-ms`` times one
-decode step of the first batch eagerly and replayed, and counts the host syncs an eager step makes. Every row is
+decode step of the first batch eagerly and replayed, each with the reuse path's attention and with transformers'
+sdpa, and counts the host syncs an eager step makes; ``--encode-ms N`` times the audio encoder over the distinct
+clips of N episodes a task, the Omni encoders' windows batched and in transformers' loop. Every row is
 the median of ``--repeats`` timed runs (3; each run's wall seconds in ``wall_s_runs``): the first timed run of a
 process can be a quarter slower than the next.
 
