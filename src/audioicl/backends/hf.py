@@ -31,7 +31,7 @@ audio only the first; off runs transformers' ``generate`` on every prompt from s
 ``generate``), ``compile`` and ``cuda_graphs`` auto|on|off (the reuse path's fused elementwise kernels and its
 decode step as a CUDA graph, ``graphs``; auto: graphs on where there is a CUDA device, compile off), ``pack``
 on|off (the reuse path packs a batch's rows into fewer rows no longer than its longest, so that the prefill
-computes no padding positions between them; off by default until measured on a GPU: docs/measurements.md).
+computes no padding positions between them; off by default: no gain measured on an H100, docs/measurements.md).
 """
 
 from __future__ import annotations

@@ -263,17 +263,17 @@ class ModelParts:
     """What the reuse path calls: the text decoder (embeddings and layers, no head), the head, and the
     family's audio encoder as ``encode(features, valid, tokens) -> one [tokens, hidden] per clip``
     (``features`` [clips, bins, frames] padded, ``valid`` frames and ``tokens`` audio tokens per clip);
-    ``windowed``: the audio encoder whose attention windows ``encode`` batches, if any."""
+    ``windowed_tower``: the audio encoder whose attention windows ``encode`` batches, if any."""
 
     decoder: Any
     head: Any
     encode: Callable[[torch.Tensor, torch.Tensor, Sequence[int]], list[torch.Tensor]]
     text_config: Any
-    windowed: Any = None
+    windowed_tower: Any = None
 
     def attention(self) -> dict[str, Any]:
         """What this path's calls attend through, for the record."""
-        return attention_in_force(self.text_config, self.windowed)
+        return attention_in_force(self.text_config, self.windowed_tower)
 
 
 def _qwen2_audio_parts(model: Any, encoder: str = "valid") -> ModelParts:
@@ -336,7 +336,7 @@ def _omni_thinker_parts(model: Any, encoder: str = "valid") -> ModelParts:
             )
         return list(torch.split(flat, list(tokens)))
 
-    return ModelParts(model.model, model.lm_head, encode, model.config.text_config, windowed=tower)
+    return ModelParts(model.model, model.lm_head, encode, model.config.text_config, windowed_tower=tower)
 
 
 def _apertus_parts(model: Any, encoder: str = "valid") -> ModelParts:
@@ -413,17 +413,12 @@ class Prefilled:
     logits: torch.Tensor
 
 
-def _decoder_call(parts: ModelParts, plan: Layout, cache: Any, queries: slice, dtype: torch.dtype, **inputs):
-    """The decoder over the layout positions ``queries`` (their tokens in ``inputs``), the cache filled."""
+def _read(parts: ModelParts, cache: Any, keyword: str, **inputs: Any) -> torch.Tensor:
+    """The decoder's last hidden states over ``inputs`` (tokens or embeddings, mask, position ids, cache
+    positions), filling ``cache`` (passed under ``keyword``: ``cache_keyword``), under the reuse path's
+    attention (``attention.reuse_attention``)."""
     with reuse_attention_in(parts.text_config):
-        return parts.decoder(
-            **inputs,
-            attention_mask=additive_mask(plan.visible(queries), dtype),
-            position_ids=plan.positions[:, queries],
-            cache_position=torch.arange(queries.start, queries.stop, device=plan.ids.device),
-            use_cache=True,
-            **{cache_keyword(parts.decoder): cache},
-        ).last_hidden_state
+        return parts.decoder(**inputs, use_cache=True, **{keyword: cache}).last_hidden_state
 
 
 def prefill(
@@ -450,7 +445,15 @@ def prefill(
                     begin - clip.start :
                 ]
     cache = StaticCache(config=parts.text_config, max_cache_len=plan.total)
-    hidden = _decoder_call(parts, plan, cache, slice(0, plan.prefill), dtype, inputs_embeds=embeds)
+    hidden = _read(
+        parts,
+        cache,
+        cache_keyword(parts.decoder),
+        inputs_embeds=embeds,
+        attention_mask=additive_mask(plan.visible(slice(0, plan.prefill)), dtype),
+        position_ids=plan.positions[:, : plan.prefill],
+        cache_position=torch.arange(plan.prefill, device=device),
+    )
     rows_index = torch.arange(len(rows), device=device)[:, None]
     return Prefilled(plan, cache, parts.head(hidden[rows_index, plan.last]))
 
@@ -481,15 +484,15 @@ class DecodeStep:
         self.cache_position.copy_(torch.arange(start, start + self.plan.width, device=self.tokens.device))
 
     def run(self) -> torch.Tensor:
-        with reuse_attention_in(self.parts.text_config):
-            hidden = self.parts.decoder(
-                input_ids=self.tokens,
-                attention_mask=self.mask,
-                position_ids=self.positions,
-                cache_position=self.cache_position,
-                use_cache=True,
-                **{self.keyword: self.cache},
-            ).last_hidden_state
+        hidden = _read(
+            self.parts,
+            self.cache,
+            self.keyword,
+            input_ids=self.tokens,
+            attention_mask=self.mask,
+            position_ids=self.positions,
+            cache_position=self.cache_position,
+        )
         return self.parts.head(hidden).argmax(-1)
 
 
