@@ -13,6 +13,8 @@
 #   bash benchmarks/gpu_pending.sh attention     # the reuse path's attention kernels, each against its baseline
 #   bash benchmarks/gpu_pending.sh before        # the tree in wheels/old over the same runs (the baseline)
 #   bash benchmarks/gpu_pending.sh omni20        # the Omni thinkers over 20 episodes a task (issue 23's mix)
+#   bash benchmarks/gpu_pending.sh ramp          # the Omni thinkers' 20-episode mix: windows 1, 2, 4 batches vs 4
+#   bash benchmarks/gpu_pending.sh whole FAMILY  # the whole benchmark (300 episodes a task, 13,500 prompts)
 #
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
 set -euo pipefail
@@ -74,8 +76,24 @@ case "$part" in
         --speeds graphs --logit-episodes 0 --repeats 1 --json "$out/$family.json"
     done
     ;;
+  ramp)
+    build 20
+    for family in qwen2.5-omni qwen3-omni; do
+      for window in 512 ""; do  # 512: every call 4 batches (before); "": the runner's ramp
+        "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families $family --reuse prefix --batch-size 128 \
+          --speeds graphs --logit-episodes 0 --repeats 1 ${window:+--window $window} \
+          --json "$out/ramp_${family}_${window:-ramp}.json"
+      done
+    done
+    ;;
+  whole)
+    family=${2:?whole needs a family: qwen2-audio, qwen2.5-omni or qwen3-omni}
+    build 300
+    "$py" benchmarks/gpu_throughput.py --data /tmp/B300 --families "$family" --reuse prefix --batch-size 128 \
+      --speeds graphs --logit-episodes 0 --repeats 1 --json "$out/whole_$family.json"
+    ;;
   *)
-    echo "unknown part $part: families, omni, pack, attention, before or omni20" >&2
+    echo "unknown part $part: families, omni, pack, attention, before, omni20 or whole" >&2
     exit 2
     ;;
 esac

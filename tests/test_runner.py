@@ -507,3 +507,56 @@ def test_the_run_record_names_the_digest_of_the_wording_the_prompts_came_from(ti
         (entry,) = json.loads((out / "majority_run.json").read_text())["runs"]
         assert entry["prompt_set_sha256"] == expected
     assert PromptSet().sha256() != load_prompt_set(prompts).sha256()
+
+
+class _Recording:
+    """A backend that answers every prompt and keeps how many prompts each call held."""
+
+    name, family, max_clip_seconds, info = "fake:record", "default", None, {}
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def generate(self, requests, config):
+        from audioicl.backends.base import Response
+
+        self.calls.append(len(requests))
+        return [Response("1") for _ in requests]
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("settings", "calls"),
+    [
+        ({}, [2, 4, 6]),  # batch 2: 1 then 2 batches, then WINDOW_BATCHES (4) of them, 12 prompts in all
+        ({"window": 5}, [5, 5, 2]),  # --window as given, every call
+        ({"pad": "batch"}, [2] * 6),  # the original's one batch a call, whatever the rest
+        ({"pad": "batch", "window": 5}, [2] * 6),
+    ],
+)
+def test_the_first_calls_are_short_so_the_model_starts_while_the_next_window_is_prepared(
+    tiny_dataset, tmp_path, settings, calls
+):
+    """Nothing overlaps the first window's preparation: the default windows ramp up (1, 2, then 4 batches);
+    every prompt still reaches the backend exactly once."""
+    options = RunOptions(
+        data=tiny_dataset, model="fake:record", out=tmp_path, shots=(1,), batch_size=2, **settings
+    )
+    backend = _Recording()
+    summary = run(options, report=quiet, backend=backend)
+    assert backend.calls == calls
+    assert summary.ks[0].written == 12
+    assert len({row["id"] for row in lines(tmp_path / "record_results_k1.jsonl")}) == 12
+
+
+def test_windows_take_their_sizes_in_turn_the_last_repeated():
+    from audioicl.inference.runner import Work, windows
+    from audioicl.records import Episode, Query
+
+    episodes = [Episode(str(i), "AudioCount", (), Query((), "1")) for i in range(10)]
+    work = [Work(1, ep) for ep in episodes]
+    assert [len(w) for w in windows(work, (1, 2, 3))] == [1, 2, 3, 3, 1]
+    assert [len(w) for w in windows(work, 4)] == [4, 4, 2]
+    assert [w[0].episode.id for w in windows(work, (1, 2, 3))] == ["0", "1", "3", "6", "9"]

@@ -42,6 +42,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -446,6 +447,9 @@ class HFBackend:
         self._features_on_device = (
             self.device.type == "cuda" and "device" in inspect.signature(self.extractor.__call__).parameters
         )
+        # on a stream of its own: the extractor's copy back to the host would otherwise wait behind every
+        # kernel the model's calls queued on the default stream (the runner extracts while the model runs)
+        self._feature_stream = torch.cuda.Stream(self.device) if self._features_on_device else None
         self.max_clip_seconds = clip_window_seconds(self.processor, self.model_family)
         self.processed = self.model_family.rendering == "parts"  # the family's own processor per micro-batch
         self.forward_names = forward_names(self.model, self.model_family) if self.processed else frozenset()
@@ -544,15 +548,17 @@ class HFBackend:
             longest = max(len(clip.wave) for clip in clips)
             trim = {"audio_kwargs": {"max_length": min(self.trim_to, longest + TRIM_MARGIN_SAMPLES)}}
         started = time.perf_counter()
-        out = self.processor(
-            text=[self.model_family.placeholder] * len(clips),
-            audio=[clip.wave for clip in clips],
-            sampling_rate=self.sampling_rate,
-            return_tensors="pt",
-            padding=True,
-            **on_device,
-            **trim,
-        )
+        stream = nullcontext() if self._feature_stream is None else torch.cuda.stream(self._feature_stream)
+        with stream:
+            out = self.processor(
+                text=[self.model_family.placeholder] * len(clips),
+                audio=[clip.wave for clip in clips],
+                sampling_rate=self.sampling_rate,
+                return_tensors="pt",
+                padding=True,
+                **on_device,
+                **trim,
+            )
         features_key, mask_key = self.model_family.feature_keys
         mask = out.get(mask_key)
         if mask is None or features_key not in out:

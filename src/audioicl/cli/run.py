@@ -94,7 +94,8 @@ def _add(sub, exit_on_error: bool = True):
         type=int,
         help="prompts handed to the backend per call, which sorts them by length into batches; their "
         "lines are written (fsync) together; with --order episode a window runs on to the end of the "
-        "episode it would cut (default: 4 x batch size; with --pad batch: one batch)",
+        "episode it would cut (default: 4 x batch size, the first two calls 1 and 2 x batch size so the "
+        "model starts while the next window is prepared; with --pad batch: one batch)",
     )
     p.add_argument(
         "--order",

@@ -76,7 +76,7 @@ class RunOptions:
     retry_errors: bool = False  # drop the selected episodes' error lines first, so they run again
     strict: bool = False  # refuse, before loading, prompts of more clips than the model takes
     order: RunOrder = "episode"  # episode: an episode's k lines together; k: one k file after another
-    window: int | None = None  # prompts per backend call (sorted by length there); None: 4 batches
+    window: int | None = None  # prompts per backend call (sorted by length there); None: runner.window_sizes
     control: str | None = None  # a study condition (``prompts.controls.CONTROLS``), part of the model name
     probe: bool = False  # perception probes (``probes``) instead of the task, at k = 0
     allow_missing_audio: bool = False  # run although clips are missing: their episodes get error lines

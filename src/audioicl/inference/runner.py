@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -333,6 +334,10 @@ def error_line(work: Work, model: str, error: str, prompt: Prompt | None = None)
 
 
 WINDOW_BATCHES = 4  # a backend call holds this many batches by default, so a backend can sort by length
+# The first calls hold fewer batches (1, then 2): nothing overlaps the first window's preparation (a
+# backend's feature extraction), so a short first window starts the model sooner; each next window is
+# prepared while the one before it runs, the smaller window giving the larger one's preparation time.
+RAMP_BATCHES = (1, 2)
 FAILED_WINDOWS_LIMIT = 3  # windows in a row whose whole call raised: the run stops instead of going on
 # (a call that raises BackendUnreachable, no request having reached a server, stops the run at once)
 
@@ -427,17 +432,34 @@ def run_window(
 # --------------------------------------------------------------------------- the run
 
 
-def windows(items: Sequence[Work], size: int, whole_episodes: bool = False) -> Iterator[Sequence[Work]]:
-    """``items`` in windows of ``size``; with ``whole_episodes``, a window runs on to the end of the episode
-    it would cut (episode-major order keeps an episode's k prompts next to each other), so the prompts
-    that share a prefix reach the backend together."""
+def windows(
+    items: Sequence[Work], sizes: int | Sequence[int], whole_episodes: bool = False
+) -> Iterator[Sequence[Work]]:
+    """``items`` in windows of ``sizes`` (one size, or the sizes of the first windows, the last one
+    repeated); with ``whole_episodes``, a window runs on to the end of the episode it would cut
+    (episode-major order keeps an episode's k prompts next to each other), so the prompts that share a
+    prefix reach the backend together."""
+    sizes = (sizes,) if isinstance(sizes, int) else tuple(sizes)
     start = 0
-    while start < len(items):
-        end = min(start + size, len(items))
+    for number in itertools.count():
+        if start >= len(items):
+            return
+        end = min(start + sizes[min(number, len(sizes) - 1)], len(items))
         while whole_episodes and end < len(items) and items[end].episode.id == items[end - 1].episode.id:
             end += 1
         yield items[start:end]
         start = end
+
+
+def window_sizes(options: RunOptions) -> tuple[int, ...]:
+    """Prompts per backend call: one batch with ``--pad batch`` (the original's one batch per call, each
+    padded to its longest clip); ``--window`` as given; else ``WINDOW_BATCHES`` batches, after first windows
+    of ``RAMP_BATCHES``."""
+    if options.pad == "batch":
+        return (options.batch_size,)
+    if options.window is not None:
+        return (options.window,)
+    return tuple(options.batch_size * batches for batches in (*RAMP_BATCHES, WINDOW_BATCHES))
 
 
 def order_work(pending: Mapping[int, Sequence[Work]], order: RunOrder) -> list[Work]:
@@ -861,12 +883,10 @@ def _run_all(
         max_new_tokens=options.max_new_tokens, seed=options.seed, batch_size=options.batch_size
     )
     ordered = order_work(pending, options.order)
-    window_size = options.window or options.batch_size * WINDOW_BATCHES
-    whole_episodes = options.order == "episode"
-    if options.pad == "batch":  # the original padded each batch to its longest clip: one batch per call
-        window_size, whole_episodes = options.batch_size, False
+    # the original padded each batch to its longest clip: one batch per call, not run on to an episode's end
+    whole_episodes = options.order == "episode" and options.pad != "batch"
     failed_in_a_row = 0
-    parts = list(windows(ordered, window_size, whole_episodes))
+    parts = list(windows(ordered, window_sizes(options), whole_episodes))
     stop = stop or StopRequest()
     total = sum(summary.selected for summary in summaries.values())
 
