@@ -14,6 +14,8 @@
 #   bash benchmarks/gpu_pending.sh before        # the tree in wheels/old over the same runs (the baseline)
 #   bash benchmarks/gpu_pending.sh omni20        # the Omni thinkers over 20 episodes a task (issue 23's mix)
 #   bash benchmarks/gpu_pending.sh ramp          # the Omni thinkers' 20-episode mix: windows 1, 2, 4 batches vs 4
+#   bash benchmarks/gpu_pending.sh same20 FAMILY # its 20-episode mix, reuse=off and prefix: the answers' identical share
+#   bash benchmarks/gpu_pending.sh encode        # the reuse path's encoder at 32, 64 and 128 clips a call
 #   bash benchmarks/gpu_pending.sh whole FAMILY  # the whole benchmark (300 episodes a task, 13,500 prompts)
 #
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
@@ -85,6 +87,18 @@ case "$part" in
           --json "$out/ramp_${family}_${window:-ramp}.json"
       done
     done
+    ;;
+  same20)
+    family=${2:?same20 needs a family}
+    build 20
+    "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "$family" --reuse off,prefix --batch-size 128 \
+      --speeds graphs --logit-episodes 0 --repeats 1 --json "$out/same20_$family.json"
+    ;;
+  encode)
+    build 10
+    "$py" benchmarks/gpu_throughput.py --data /tmp/B10 --families qwen2.5-omni,qwen3-omni,qwen2-audio \
+      --reuse prefix --limit 10 --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 2 \
+      --encode-ms 10 --encode-chunks 64,128 --json "$out/encode.json"
     ;;
   whole)
     family=${2:?whole needs a family: qwen2-audio, qwen2.5-omni or qwen3-omni}

@@ -43,6 +43,7 @@ from typing import Any
 import soundfile as sf
 import torch
 
+from audioicl.backends import hf as hf_module
 from audioicl.backends import reuse as reuse_module
 from audioicl.backends.base import ModelSpec
 from audioicl.backends.graphs import FastPaths, replayed, uncompile_decoder
@@ -363,8 +364,11 @@ def encode_ms(model, processor, family: str, args: argparse.Namespace, repeats: 
     _, clips, _ = backend.pack(prepared)
     out: dict[str, Any] = {"clips": len(clips), "audio_tokens": sum(c.tokens for c in clips.values())}
     made = {}
+    chunks = [int(c) for c in args.encode_chunks.split(",") if int(c) != hf_module.ENCODE_CLIPS]
+    variants = [("", nullcontext()), ("loop_", without("batched_windows"))]
+    variants += [(f"chunk{c}_", clips_per_call(c)) for c in chunks]
     with torch.inference_mode():
-        for label, swap in (("", nullcontext()), ("loop_", without("batched_windows"))):
+        for label, swap in variants:
             with swap:
 
                 def encode_all():
@@ -376,9 +380,22 @@ def encode_ms(model, processor, family: str, args: argparse.Namespace, repeats: 
                 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                     encode_all()
                 out[f"{label}top_kernels_ms"] = top_kernels(prof, 6)
-    out["max_rel_diff"] = max(relative_error(made[""][d].float(), made["loop_"][d].float()) for d in clips)
+    out["max_rel_diff"] = max(
+        relative_error(made[""][d].float(), made[label][d].float()) for label in made for d in clips
+    )
     backend.embeddings.clear()
     return out
+
+
+@contextmanager
+def clips_per_call(count: int):
+    """The reuse path's encoder takes ``count`` clips a call inside the block (``hf.ENCODE_CLIPS``)."""
+    before = hf_module.ENCODE_CLIPS
+    hf_module.ENCODE_CLIPS = count
+    try:
+        yield
+    finally:
+        hf_module.ENCODE_CLIPS = before
 
 
 def relative_error(value: torch.Tensor, reference: torch.Tensor) -> float:
@@ -466,6 +483,11 @@ def main() -> None:
         type=int,
         metavar="EPISODES",
         help="time the encoder over the distinct clips of EPISODES per task, windows batched and looped",
+    )
+    parser.add_argument(
+        "--encode-chunks",
+        default="32",
+        help="with --encode-ms, also time the encoder at these clips per call (hf.ENCODE_CLIPS is one)",
     )
     parser.add_argument("--pack", action="store_true", help="audio/prefix runs with -o pack=on (row packing)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per row (the row is the median's)")

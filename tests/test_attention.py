@@ -129,6 +129,28 @@ def test_the_omni_encoders_batched_windows_give_the_encoders_own_embeddings(tiny
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("family", ["qwen2.5-omni", "qwen3-omni"])
+def test_the_window_layout_is_made_once_per_encoder_call_not_per_layer(tiny_backends, family, monkeypatch):
+    """The layout's host syncs (its width, its real slots) happen once a call: every layer after the first
+    finds the layout the first made on the call's ``cu_seqlens``."""
+    backend = tiny_backends[family]
+    made = backend._extract([noise_clip(s, i) for i, s in enumerate((1.0, 4.3, 12.0))])
+    features, mask = backend._feature_batch(made)
+    found: list[bool] = []
+    layout = attention._window_layout
+
+    def spy(cu_seqlens, *args):
+        found.append(hasattr(cu_seqlens, "_audioicl_windows"))
+        return layout(cu_seqlens, *args)
+
+    monkeypatch.setattr(attention, "_window_layout", spy)
+    with torch.inference_mode():
+        PARTS[family](backend.model).encode(features, mask.sum(1), [clip.tokens for clip in made])
+    tower = PARTS[family](backend.model).windowed_tower
+    assert len(found) == len(tower.layers) > 1
+    assert found == [False] + [True] * (len(found) - 1)
+
+
 def test_the_run_record_names_the_attention_the_reuse_path_ran(tiny_backends):
     assert tiny_backends["qwen2.5-omni"].info["attention"] == {"decoder": REUSE, "audio_encoder": WINDOWS}
     assert tiny_backends["qwen2-audio"].info["attention"] == {"decoder": REUSE}

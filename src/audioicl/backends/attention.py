@@ -55,12 +55,7 @@ def segment_attention(
     attending within itself → [1, positions, heads, dim] (flash-attn's layout, as the encoders reshape it)."""
     if cu_seq_lens_q is None:
         raise ValueError(f"{WINDOWS} attends within cu_seqlens windows; this call gave none")
-    bounds = cu_seq_lens_q.to(query.device, torch.long)
-    lengths = bounds[1:] - bounds[:-1]
-    width = int(max_length_q) if max_length_q is not None else int(lengths.max())
-    slots = torch.arange(width, device=query.device)
-    valid = slots[None, :] < lengths[:, None]  # [windows, width]
-    index = (bounds[:-1, None] + slots[None, :]).clamp(max=query.shape[2] - 1)
+    index, valid, kept = _window_layout(cu_seq_lens_q, max_length_q, query.shape[2], query.device)
 
     def windows(x: torch.Tensor) -> torch.Tensor:  # [1, heads, positions, dim] → [windows, heads, width, dim]
         return x[0][:, index].transpose(0, 1)
@@ -68,7 +63,29 @@ def segment_attention(
     out = torch.nn.functional.scaled_dot_product_attention(
         windows(query), windows(key), windows(value), attn_mask=valid[:, None, None, :], scale=scaling
     )
-    return out.transpose(1, 2)[valid][None], None
+    heads, dim = out.shape[1], out.shape[3]
+    return out.transpose(1, 2).reshape(-1, heads, dim)[kept][None], None
+
+
+def _window_layout(
+    cu_seqlens: torch.Tensor, max_length: Any, positions: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Where each window's slots read ([windows, width] positions), which slots are real ([windows, width])
+    and the real slots' flat numbers in position order. The two host syncs this takes (the width, the real
+    slots' count) happen once per encoder call, not once per layer: every layer of a call gets the same
+    ``cu_seqlens`` tensor, which keeps the layout made for it."""
+    made = getattr(cu_seqlens, "_audioicl_windows", None)
+    if made is not None:
+        return made
+    bounds = cu_seqlens.to(device, torch.long)
+    lengths = bounds[1:] - bounds[:-1]
+    width = int(max_length) if max_length is not None else int(lengths.max())
+    slots = torch.arange(width, device=device)
+    valid = slots[None, :] < lengths[:, None]
+    index = (bounds[:-1, None] + slots[None, :]).clamp(max=positions - 1)
+    made = (index, valid, valid.flatten().nonzero().squeeze(-1))
+    cu_seqlens._audioicl_windows = made  # type: ignore[attr-defined]
+    return made
 
 
 def reuse_attention(
