@@ -282,3 +282,25 @@ def test_apertus_tokenizes_the_clips_as_the_processor_made_them_in_a_bf16_model(
             assert torch.equal(inputs["input_values"], card["input_values"])
         finally:
             backend.close()
+
+
+def test_voxtrals_fast_path_reads_the_ids_and_clip_windows_of_its_processors_own_call(backends, tiny_dataset):
+    """Voxtral tokenizes chats (mistral-common): its fast path takes each prompt's ids from the tokenizer's
+    side of ``chat_inputs`` and each clip's 30 s windows from a call of its own; both equal what the whole
+    call makes of the prompt (``tests/test_reuse.py`` then checks the answers)."""
+    backend = backends["voxtral"]
+    assert backend.reuse == "prefix" and not backend.processed
+    frames = backend.model.model.audio_tower.config.max_source_positions * 2
+    for request in _requests(tiny_dataset, backend, limit=4):
+        (prepared,), failed = backend.prepare([request])
+        assert not failed
+        whole = backend.model_family.chat_inputs(backend.processor, [request.chat], backend.sampling_rate)
+        assert prepared.ids == whole["input_ids"][0].tolist()
+        windows = [
+            clip.features.reshape(clip.features.shape[0], -1, frames).transpose(0, 1)
+            for clip in prepared.clips
+        ]
+        assert torch.equal(torch.cat(windows), whole["input_features"].float())
+        assert sum(clip.tokens for clip in prepared.clips) == int(
+            (whole["input_ids"] == backend.audio_token_id).sum()
+        )

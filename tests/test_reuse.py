@@ -220,7 +220,7 @@ def fast_path_families(tmp_path_factory):
 
 
 def test_every_fast_path_family_answers_as_generate_from_scratch(fast_path_families, one_episode_each):
-    assert set(fast_path_families) == {"apertus1p5"}
+    assert set(fast_path_families) == {"apertus1p5", "voxtral"}
     for backend in fast_path_families.values():
         assert_reuse_answers_equal_generate(backend, one_episode_each)
 

@@ -9,8 +9,10 @@ config's ``architectures``, then the Auto classes where one takes its config.
 Each request's chat is rendered by ``rendering.render_chat`` (the model's own chat template). The three Qwen
 families and Apertus 1.5 (``inline``) take the fast path: each distinct clip through the processor once (a
 feature cache), the processor's expansion of the placeholders checked against the clips, and the reuse path
-below. Every other family (``parts``) gets exactly what its own processor makes of a micro-batch
-(``processed``). A prompt
+below; so does Voxtral, whose prompts mistral-common makes from the chat (``tokenizes_chat``): its ids from
+the tokenizer's side of that call, each clip's windows from a call of its own. Every other family
+(``parts``), and Voxtral with ``reuse=off`` or sampling, gets exactly what its own processor makes of a
+micro-batch (``processed``). A prompt
 that does not fit the language model's context (``max_position_embeddings``) with the new tokens gets an error
 response. A window of requests is sorted
 by length (audio, then text) and run in micro-batches of ``GenerationConfig.batch_size`` with left padding;
@@ -52,7 +54,7 @@ import transformers
 
 from audioicl import audio
 from audioicl.errors import AudioICLError
-from audioicl.prompts.chat import AudioPart
+from audioicl.prompts.chat import AudioPart, Chat
 
 from .base import (
     Backend,
@@ -378,6 +380,7 @@ class _Prepared:
     digests: list[str]
     group: str
     ids: list[int]  # the text's token ids
+    chat: Chat | None = None  # a family that tokenizes chats: its inputs from scratch (sampling) come from it
 
     @property
     def length(self) -> tuple[int, int]:
@@ -451,8 +454,11 @@ class HFBackend:
         # kernel the model's calls queued on the default stream (the runner extracts while the model runs)
         self._feature_stream = torch.cuda.Stream(self.device) if self._features_on_device else None
         self.max_clip_seconds = clip_window_seconds(self.processor, self.model_family)
-        self.processed = self.model_family.rendering == "parts"  # the family's own processor per micro-batch
-        self.forward_names = forward_names(self.model, self.model_family) if self.processed else frozenset()
+        parts_family = self.model_family.rendering == "parts"
+        # the family's own processor per micro-batch; a family that tokenizes chats takes the fast path
+        # (``reuse``) from its token ids and each clip's features alone instead
+        self.processed = parts_family and not (self.model_family.tokenizes_chat and self.reuse != "off")
+        self.forward_names = forward_names(self.model, self.model_family) if parts_family else frozenset()
         text_config = self.model.config.get_text_config()
         self.context_tokens: int | None = getattr(text_config, "max_position_embeddings", None)
         tokenizer = self.processor.tokenizer
@@ -520,14 +526,23 @@ class HFBackend:
 
     # ----------------------------------------------------------------- requests → prompts
 
-    def _prepare_text(self, index: int, text: str, parts: Sequence[AudioPart], group: str = "") -> _Prepared:
+    def _prepare_text(
+        self, index: int, text: str, parts: Sequence[AudioPart], group: str = "", chat: Chat | None = None
+    ) -> _Prepared:
         """A rendered prompt (one placeholder per clip, at the model's rate) with its clips' features,
-        tokens expanded."""
+        tokens expanded; for a family that tokenizes chats, ``chat``'s token ids as its ``chat_inputs``
+        makes them (``text`` is empty)."""
         with self._feature_lock:
             clips = [self.features.get(part, self._clip_features) for part in parts]
+        digests = [part.digest for part in parts]
+        if self.model_family.tokenizes_chat:
+            if chat is None:
+                raise ValueError(f"{self.model_family.label} makes its prompts from chats; none was given")
+            ids = self.model_family.prompt_ids(self.processor, chat, self.sampling_rate)
+            return _Prepared(index, "", clips, digests, group, ids, chat)
         expanded = self._expand(text, clips)
         ids = self.processor.tokenizer(expanded)["input_ids"]
-        return _Prepared(index, expanded, clips, [part.digest for part in parts], group, ids)
+        return _Prepared(index, expanded, clips, digests, group, ids)
 
     def _at_model_rate(self, clip: AudioPart) -> AudioPart:
         if clip.sr == self.sampling_rate:
@@ -538,6 +553,11 @@ class HFBackend:
         """The processor's own output for the clip alone: its feature row and how many audio tokens its
         placeholder became. Alone, so a clip's features never depend on its batch mates (Qwen3-Omni's
         processor pads a call to its longest clip, and a clip's token count then depends on the others)."""
+        if self.model_family.tokenizes_chat:
+            started = time.perf_counter()
+            features, tokens = self.model_family.clip_inputs(self.processor, clip.wave, self.sampling_rate)
+            self.seconds["features"] += time.perf_counter() - started
+            return ClipFeatures(features, features.shape[-1], tokens)
         return self._extract([clip])[0]
 
     def _extract(self, clips: Sequence[AudioPart]) -> list[ClipFeatures]:
@@ -611,8 +631,9 @@ class HFBackend:
     def _inputs(self, batch: Sequence[_Prepared] | Sequence[Rendered]) -> dict[str, Any]:
         """Model inputs for a micro-batch: tokens left-padded; the fast path's clips as one feature row each,
         padded with zeros to the longest row, and the feature mask marking the valid frames; a parts
-        family's, the processor's own call over the batch."""
-        if self.processed:
+        family's, the processor's own call over the batch (a family that tokenizes chats: over their chats,
+        ``_Prepared.chat``)."""
+        if self.processed or self.model_family.tokenizes_chat:
             return self.model_inputs(batch)  # type: ignore[arg-type]
         inputs = dict(
             self.processor.tokenizer([item.text for item in batch], return_tensors="pt", padding=True)
@@ -907,7 +928,8 @@ class HFBackend:
         prepared: list[_Prepared] = []
         for index, (text, parts) in rendered.items():
             try:
-                prepared.append(self._prepare_text(index, text, parts, requests[index].episode_id))
+                request = requests[index]
+                prepared.append(self._prepare_text(index, text, parts, request.episode_id, request.chat))
             except (AudioICLError, RuntimeError, ValueError) as exc:  # the processor refused this prompt
                 responses[index] = Response.failed(f"cannot prepare the prompt: {exc}")
         return prepared, responses

@@ -357,6 +357,31 @@ def _apertus_parts(model: Any, encoder: str = "valid") -> ModelParts:
     return ModelParts(inner.language_model, model.lm_head, encode, model.config.text_config)
 
 
+def _voxtral_parts(model: Any, encoder: str = "valid") -> ModelParts:
+    inner = model.model
+    frames = inner.audio_tower.config.max_source_positions * 2  # mel frames of one 30 s window (3000)
+
+    def encode(features: torch.Tensor, valid: torch.Tensor, tokens: Sequence[int]) -> list[torch.Tensor]:
+        """Each clip's 30 s windows (laid end to end in its feature row, the processor's padding included:
+        the encoder reads every window whole) through the encoder and projector together, as
+        ``VoxtralModel.get_audio_features`` takes a call's windows, split per clip."""
+        bins = features.shape[1]
+        windows = torch.cat(
+            [
+                features[clip, :, : int(count)].reshape(bins, -1, frames).transpose(0, 1)
+                for clip, count in enumerate(valid.tolist())
+            ]
+        )
+        flat = inner.get_audio_features(windows.to(inner.audio_tower.dtype)).pooler_output
+        if flat.shape[0] != sum(tokens):
+            raise ValueError(
+                f"the audio encoder made {flat.shape[0]} embeddings for {sum(tokens)} audio tokens"
+            )
+        return list(torch.split(flat, list(tokens)))
+
+    return ModelParts(inner.language_model, model.lm_head, encode, model.config.text_config)
+
+
 ENCODER_WINDOWS = ("valid", "window")
 # family → its parts; Omni encoders read only valid frames whatever ``encoder`` says
 PARTS: dict[str, Callable[..., ModelParts]] = {
@@ -364,6 +389,7 @@ PARTS: dict[str, Callable[..., ModelParts]] = {
     "qwen2.5-omni": _omni_thinker_parts,
     "qwen3-omni": _omni_thinker_parts,
     "apertus1p5": _apertus_parts,
+    "voxtral": _voxtral_parts,
 }
 
 

@@ -58,7 +58,8 @@ class AudioFamily:
     ``generate`` (None: those the model's ``forward`` names); ``attn``: an attention implementation the family
     needs whatever the run asks; ``asr_only``: a speech recogniser, listed as such.
 
-    The fast path (the Qwen families and Apertus 1.5): ``placeholder`` and ``audio_token`` (inline rendering),
+    The fast path (the Qwen families and Apertus 1.5; Voxtral through ``prompt_ids`` and ``clip_inputs``):
+    ``placeholder`` and ``audio_token`` (inline rendering),
     ``feature_keys`` (the processor outputs holding a clip's features and the mask of its valid frames),
     ``expansion`` (what the processor writes for a clip), ``encoder_reads_valid_frames`` and
     ``features_independent_of_batch`` (what makes the per-clip feature cache exact)."""
@@ -162,6 +163,16 @@ class AudioFamily:
         that overrides it returns inputs for every call; the backend then neither renders text nor calls
         ``process`` for it. ``sampling_rate``: the model's; a clip at another rate is resampled first."""
         return None
+
+    def prompt_ids(self, processor: Any, chat: Chat, sampling_rate: int) -> list[int]:
+        """The token ids ``chat_inputs`` gives one chat (its audio tokens included), without extracting its
+        clips' features: what the fast path needs of a family that tokenizes chats (``tokenizes_chat``)."""
+        raise NotImplementedError(f"{self.label} makes its prompts from text, not from chats")
+
+    def clip_inputs(self, processor: Any, wave: Any, sampling_rate: int) -> tuple[Any, int]:
+        """One clip alone as ``chat_inputs`` makes it: its features ([mel bins, frames], float32) and its
+        audio tokens, for the fast path of a family that tokenizes chats."""
+        raise NotImplementedError(f"{self.label} makes its clips' features from text, not from chats")
 
 
 def content_parts(message: Message) -> list[dict[str, Any]]:

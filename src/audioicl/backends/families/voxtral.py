@@ -68,6 +68,28 @@ class VoxtralFamily(AudioFamily):
         (the backend sets left), every clip's 30 s windows as rows of ``input_features``, in order."""
         return processor.apply_chat_template([self.conversation(chat, sampling_rate) for chat in chats])
 
+    def prompt_ids(self, processor: Any, chat: Chat, sampling_rate: int) -> list[int]:
+        """The ids ``chat_inputs`` makes, from the tokenizer's side of the call alone (mistral-common's
+        encoder), the clips' mel features left out."""
+        made = processor.tokenizer.apply_chat_template(
+            [self.conversation(chat, sampling_rate)], tokenize=True, return_dict=True
+        )
+        return list(made["input_ids"][0])
+
+    def clip_inputs(self, processor: Any, wave: Any, sampling_rate: int) -> tuple[Any, int]:
+        """A one-clip conversation through ``chat_inputs``: the clip's 30 s windows laid end to end
+        ([128, 3000 x windows]; each window's features are the processor's own, whatever else a call holds)
+        and its ``[AUDIO]`` tokens (375 a window)."""
+        import torch
+
+        from audioicl.prompts.chat import AudioPart, Message
+
+        clip = AudioPart.of(wave, sampling_rate)
+        made = self.chat_inputs(processor, [Chat("", (Message("user", (clip,)),), ())], sampling_rate)
+        windows = made["input_features"].to(torch.float32)  # [windows, 128, 3000]
+        tokens = int((made["input_ids"][0] == processor.audio_token_id).sum())
+        return windows.transpose(0, 1).reshape(windows.shape[1], -1), tokens
+
 
 FAMILY = register(
     VoxtralFamily(
