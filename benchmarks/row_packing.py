@@ -1,8 +1,8 @@
 """What ``-o pack=on`` saves the reuse path's prefill, counted over a real build: positions and attention area.
 
 Every prompt of a build (k = 1..5, the Morse bank on) goes through the ``hf`` backend of a tiny random Qwen2-Audio
-checkpoint as a run sends it: episode-major windows of ``batch x 4`` prompts, each prepared (its clips through the
-real Qwen2-Audio processor: the real audio token counts; the text through a small BPE, so text counts are larger
+checkpoint as a run sends it: episode-major windows of ``batch x 4`` prompts (a run's first two hold 1 and 2
+batches), each prepared (its clips through the real Qwen2-Audio processor: the real audio token counts; the text through a small BPE, so text counts are larger
 than Qwen's), packed into the reuse path's rows (an episode's k prompts sharing their prefix) and cut into batches.
 Nothing runs through a model: what a prefill computes follows from the batches' shapes.
 
@@ -16,16 +16,12 @@ Nothing runs through a model: what a prefill computes follows from the batches' 
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from audioicl import ModelSpec, load_backend
 from audioicl.backends.base import Request
 from audioicl.backends.reuse import batches
-from audioicl.testing import tiny_checkpoint
-from audioicl.testing.requests import episode_major_requests
+from audioicl.testing.requests import built_benchmark, episode_major_requests, tiny_backend
 
 
 def shapes(backend, all_requests: list[Request], batch_size: int, packed: bool) -> dict[str, float]:
@@ -52,20 +48,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=128)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "bench"
-        command = [
-            sys.executable,
-            "-m",
-            "audioicl",
-            "build",
-            "--out",
-            str(root),
-            "--episodes",
-            str(args.episodes),
-        ]
-        subprocess.run([*command, "--quiet"], check=True)
-        checkpoint = tiny_checkpoint("qwen2-audio", Path(tmp) / "ckpt")
-        backend = load_backend(ModelSpec("hf", str(checkpoint)), dtype="fp32", device="cpu")
+        root = built_benchmark(Path(tmp) / "bench", args.episodes)
+        backend = tiny_backend("qwen2-audio", Path(tmp) / "ckpt")
         prompts = episode_major_requests(root, backend.family)
         plain = shapes(backend, prompts, args.batch_size, packed=False)
         packed = shapes(backend, prompts, args.batch_size, packed=True)

@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from audioicl import ModelSpec, load_backend
 from audioicl.backends.hf import HFBackend
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import WINDOW_BATCHES, run
-from audioicl.testing import tiny_checkpoint
+from audioicl.testing.requests import built_benchmark, tiny_backend
 
 
 class Timed:
@@ -70,21 +67,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "bench"
-        command = [
-            sys.executable,
-            "-m",
-            "audioicl",
-            "build",
-            "--out",
-            str(data),
-            "--episodes",
-            str(args.episodes),
-        ]
-        subprocess.run([*command, "--quiet"], check=True)
-        loaded = load_backend(
-            ModelSpec("hf", str(tiny_checkpoint(args.family, Path(tmp) / "ckpt"))), dtype="fp32", device="cpu"
-        )
+        data = built_benchmark(Path(tmp) / "bench", args.episodes)
+        loaded = tiny_backend(args.family, Path(tmp) / "ckpt")
         settings = {"ramp (default)": None, f"{WINDOW_BATCHES} batches": args.batch_size * WINDOW_BATCHES}
         rows = {}
         for label, window in settings.items():

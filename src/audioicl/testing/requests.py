@@ -1,8 +1,12 @@
-"""The requests a run sends a backend for a whole build, for tests and benchmarks that call a backend directly."""
+"""The requests a run sends a backend for a whole build, for tests and benchmarks that call a backend directly;
+the build itself and a tiny backend to send them to (CPU benchmarks)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 from audioicl.backends.base import Request
 from audioicl.dataset.meta import read_meta
@@ -27,3 +31,18 @@ def episode_major_requests(root: Path, family: str, per_task: int | None = None)
         Request(f"{eid}@k{k}", eid, ep.task, k, build_prompt(ep, store, family=family, bank=bank).chat)
         for eid, k, ep in sorted(work, key=lambda item: (item[0], item[1]))
     ]
+
+
+def built_benchmark(out: Path, episodes: int) -> Path:
+    """``audioicl build --out OUT --episodes EPISODES`` in a process of its own, as a user builds it; OUT."""
+    command = [sys.executable, "-m", "audioicl", "build", "--out", str(out), "--episodes", str(episodes)]
+    subprocess.run([*command, "--quiet"], check=True)
+    return out
+
+
+def tiny_backend(family: str, folder: Path) -> Any:
+    """The ``hf`` backend (fp32, CPU) around a tiny random checkpoint of ``family`` written to ``folder``."""
+    from audioicl.backends import ModelSpec, load_backend
+    from audioicl.testing.build import tiny_checkpoint
+
+    return load_backend(ModelSpec("hf", str(tiny_checkpoint(family, folder))), dtype="fp32", device="cpu")
