@@ -3,7 +3,8 @@
 Every prompt of a build (k = 1..5, the Morse bank on) goes through the ``hf`` backend of a tiny random Qwen2-Audio
 checkpoint as a run sends it: episode-major windows of ``batch x 4`` prompts (a run's first two hold 1 and 2
 batches), each prepared (its clips through the real Qwen2-Audio processor: the real audio token counts; the text
-through a small BPE, so text counts are larger than Qwen's), packed into the reuse path's rows (an episode's k prompts sharing their prefix) and cut into batches.
+through a small BPE, so text counts are larger than Qwen's), packed into the reuse path's rows (an episode's k
+prompts sharing their prefix) and cut into batches.
 Nothing runs through a model: what a prefill computes follows from the batches' shapes.
 
 - ``positions``: rows x the batch's longest row, summed over batches (every position of the prefill, padding
