@@ -16,6 +16,7 @@
 #   bash benchmarks/gpu_pending.sh ramp          # the Omni thinkers' 20-episode mix: windows 1, 2, 4 batches vs 4
 #   bash benchmarks/gpu_pending.sh same20 FAMILY # its 20-episode mix, reuse=off and prefix: the answers' identical share
 #   bash benchmarks/gpu_pending.sh encode        # the reuse path's encoder at 32, 64 and 128 clips a call
+#   bash benchmarks/gpu_pending.sh voxtral       # Voxtral's row, now on the fast path (45 prompts)
 #   bash benchmarks/gpu_pending.sh whole FAMILY  # the whole benchmark (300 episodes a task, 13,500 prompts)
 #
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
@@ -99,6 +100,11 @@ case "$part" in
     "$py" benchmarks/gpu_throughput.py --data /tmp/B10 --families qwen2.5-omni,qwen3-omni,qwen2-audio \
       --reuse prefix --limit 10 --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 2 \
       --encode-ms 10 --encode-chunks 64,128 --json "$out/encode.json"
+    ;;
+  voxtral)
+    build 2
+    "$py" benchmarks/gpu_families.py --data /tmp/B2 --limit 1 --plain 5 --families voxtral \
+      --json "$out/voxtral.json"
     ;;
   whole)
     family=${2:?whole needs a family: qwen2-audio, qwen2.5-omni or qwen3-omni}
