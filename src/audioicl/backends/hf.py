@@ -579,10 +579,8 @@ class HFBackend:
                 **on_device,
                 **trim,
             )
-        if (
-            self._feature_stream is not None
-        ):  # whatever it left on the GPU is done before another stream reads it
-            self._feature_stream.synchronize()
+        if self._feature_stream is not None:
+            self._feature_stream.synchronize()  # what it left on the GPU is done before another stream reads it
         features_key, mask_key = self.model_family.feature_keys
         mask = out.get(mask_key)
         if mask is None or features_key not in out:

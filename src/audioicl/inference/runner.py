@@ -336,7 +336,8 @@ def error_line(work: Work, model: str, error: str, prompt: Prompt | None = None)
 WINDOW_BATCHES = 4  # a backend call holds this many batches by default, so a backend can sort by length
 # The first calls hold fewer batches (1, then 2): nothing overlaps the first window's preparation (a
 # backend's feature extraction), so a short first window starts the model sooner; each next window is
-# prepared while the one before it runs, the smaller window giving the larger one's preparation time.
+# prepared while the one before it runs, the smaller window giving the larger one's preparation time. A
+# small window sorts fewer prompts by length, so its batches pad more (docs/measurements.md weighs both).
 RAMP_BATCHES = (1, 2)
 FAILED_WINDOWS_LIMIT = 3  # windows in a row whose whole call raised: the run stops instead of going on
 # (a call that raises BackendUnreachable, no request having reached a server, stops the run at once)
