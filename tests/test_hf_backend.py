@@ -187,6 +187,23 @@ def test_prompt_tokens_follow_the_original_layout(backends, tiny_dataset, family
         assert system.startswith("You are Qwen, a virtual human developed by the Qwen Team")
 
 
+def test_clips_of_one_length_are_extracted_together_as_each_alone_where_a_call_pads_to_its_longest(backends):
+    """Qwen3-Omni's processor pads a call to its longest clip: ``prefetch`` extracts only clips of one length
+    together (none then padded), each exactly as alone; a clip of another length is left to its prompt."""
+    backend = backends["qwen3-omni"]
+    assert not backend.model_family.features_independent_of_batch
+    backend.features.clear()
+    same = [noise(2.0, seed) for seed in (11, 12, 13)]
+    other = noise(1.3, 14)
+    backend._prefetch([*same, other])
+    assert other.digest not in backend.features
+    for clip in same:
+        cached = backend.features.get(clip, lambda _: pytest.fail("not prefetched"))
+        (alone,) = backend._extract([clip])
+        assert torch.equal(cached.features, alone.features)
+        assert (cached.valid, cached.tokens) == (alone.valid, alone.tokens)
+
+
 @pytest.mark.parametrize("family", ["qwen2-audio", "qwen2.5-omni"])
 def test_cached_features_equal_the_processors_batched_output(backends, family):
     """Per-clip features from the cache give the model exactly what one processor call over the batch does."""

@@ -601,21 +601,31 @@ class HFBackend:
         return made
 
     def _prefetch(self, clips: Sequence[AudioPart]) -> None:
-        """Extract the uncached ``clips`` together, where the family's processor makes each clip's features
-        whatever its batch mates are (it pads every clip to the window); a failed call leaves them to be
-        extracted one by one, so that a bad clip fails only its own prompt."""
-        if not self.model_family.features_independent_of_batch:
+        """Extract the uncached ``clips`` together where a call's clips cannot change each other's features:
+        all of them where the family's processor pads every clip to the window, else those of one length (a
+        processor that pads a call to its longest clip, Qwen3-Omni's, then pads none of them; the others are
+        extracted alone when their prompt is prepared). A failed call leaves its clips to be extracted one by
+        one, so that a bad clip fails only its own prompt."""
+        if self.model_family.tokenizes_chat:  # each clip through a call of its own (``clip_inputs``)
             return
         todo = list({clip.digest: clip for clip in clips if clip.digest not in self.features}.values())
-        for start in range(0, len(todo), PREFETCH_CLIPS):
-            chunk = todo[start : start + PREFETCH_CLIPS]
-            try:
-                made = self._extract(chunk)
-            except (AudioICLError, RuntimeError, ValueError):
-                continue
-            with self._feature_lock:
-                for clip, features in zip(chunk, made, strict=True):
-                    self.features.put(clip.digest, features)
+        if self.model_family.features_independent_of_batch:
+            groups = [todo]
+        else:
+            by_length: dict[int, list[AudioPart]] = {}
+            for clip in todo:
+                by_length.setdefault(len(clip.wave), []).append(clip)
+            groups = [group for group in by_length.values() if len(group) > 1]
+        for group in groups:
+            for start in range(0, len(group), PREFETCH_CLIPS):
+                chunk = group[start : start + PREFETCH_CLIPS]
+                try:
+                    made = self._extract(chunk)
+                except (AudioICLError, RuntimeError, ValueError):
+                    continue
+                with self._feature_lock:
+                    for clip, features in zip(chunk, made, strict=True):
+                        self.features.put(clip.digest, features)
 
     def _expand(self, text: str, clips: Sequence[ClipFeatures]) -> str:
         """The prompt text with each clip's audio token repeated as the processor does it."""
