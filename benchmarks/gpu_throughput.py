@@ -35,10 +35,11 @@ import json
 import statistics
 import tempfile
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import soundfile as sf
 import torch
@@ -268,17 +269,7 @@ def rounded(row: dict) -> dict:
 def without(name: str):
     """The reuse path's attention swap ``name`` (``batched_windows`` or ``reuse_attention_in``) made a no-op
     inside the block: transformers' own implementation runs, the baseline of the same process."""
-
-    @contextmanager
-    def block():
-        real = getattr(reuse_module, name)
-        setattr(reuse_module, name, lambda *_: nullcontext())
-        try:
-            yield
-        finally:
-            setattr(reuse_module, name, real)
-
-    return block()
+    return patch.object(reuse_module, name, lambda *_: nullcontext())
 
 
 def cuda_ms(step, repeats: int) -> float:
@@ -366,7 +357,7 @@ def encode_ms(model, processor, family: str, args: argparse.Namespace, repeats: 
     made = {}
     chunks = [int(c) for c in args.encode_chunks.split(",") if int(c) != hf_module.ENCODE_CLIPS]
     variants = [("", nullcontext()), ("loop_", without("batched_windows"))]
-    variants += [(f"chunk{c}_", clips_per_call(c)) for c in chunks]
+    variants += [(f"chunk{c}_", patch.object(hf_module, "ENCODE_CLIPS", c)) for c in chunks]
     with torch.inference_mode():
         for label, swap in variants:
             with swap:
@@ -385,17 +376,6 @@ def encode_ms(model, processor, family: str, args: argparse.Namespace, repeats: 
     )
     backend.embeddings.clear()
     return out
-
-
-@contextmanager
-def clips_per_call(count: int):
-    """The reuse path's encoder takes ``count`` clips a call inside the block (``hf.ENCODE_CLIPS``)."""
-    before = hf_module.ENCODE_CLIPS
-    hf_module.ENCODE_CLIPS = count
-    try:
-        yield
-    finally:
-        hf_module.ENCODE_CLIPS = before
 
 
 def relative_error(value: torch.Tensor, reference: torch.Tensor) -> float:

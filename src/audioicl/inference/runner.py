@@ -441,11 +441,10 @@ def windows(
     (episode-major order keeps an episode's k prompts next to each other), so the prompts that share a
     prefix reach the backend together."""
     sizes = (sizes,) if isinstance(sizes, int) else tuple(sizes)
+    next_sizes = itertools.chain(sizes, itertools.repeat(sizes[-1]))
     start = 0
-    for number in itertools.count():
-        if start >= len(items):
-            return
-        end = min(start + sizes[min(number, len(sizes) - 1)], len(items))
+    while start < len(items):
+        end = min(start + next(next_sizes), len(items))
         while whole_episodes and end < len(items) and items[end].episode.id == items[end - 1].episode.id:
             end += 1
         yield items[start:end]
