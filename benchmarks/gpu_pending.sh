@@ -18,6 +18,7 @@
 #   bash benchmarks/gpu_pending.sh encode        # the reuse path's encoder at 32, 64 and 128 clips a call
 #   bash benchmarks/gpu_pending.sh voxtral       # Voxtral's row, now on the fast path (45 prompts)
 #   bash benchmarks/gpu_pending.sh whole FAMILY  # the whole benchmark (300 episodes a task, 13,500 prompts)
+#   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
 set -euo pipefail
@@ -111,6 +112,11 @@ case "$part" in
     build 300
     "$py" benchmarks/gpu_throughput.py --data /tmp/B300 --families "$family" --reuse prefix --batch-size 128 \
       --speeds graphs --logit-episodes 0 --repeats 1 --json "$out/whole_$family.json"
+    ;;
+  contend)
+    build 5
+    "$py" benchmarks/thread_contention.py --data /tmp/B5 --families qwen2.5-omni,qwen3-omni --limit 5 --batch-size 64 \
+      --json "$out/contend.json"
     ;;
   *)
     echo "unknown part $part: families, omni, pack, attention, before, omni20 or whole" >&2

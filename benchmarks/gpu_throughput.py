@@ -213,6 +213,13 @@ def measure(
         "prefill_s": spent["prefill"],
         "decode_s": spent["decode"],
         "idle_s": wall - on_gpu,  # neither encoding nor prefill nor decode (features overlap the GPU)
+        # idle, split: the runner waiting for a window's preparation, the runner's own work (prompts,
+        # results), the backend's outside the GPU phases (packing, answers), attempts out of memory
+        "waited_s": summary.waited_s,
+        "runner_s": wall - summary.waited_s - spent["in_generate"],
+        "backend_host_s": spent["in_generate"] - on_gpu - spent["lost"],
+        "out_of_memory": work["out_of_memory"],
+        "lost_s": spent["lost"],
         "paths": {k: v for k, v in backend.info.items() if k in ("compile", "cuda_graphs", "experts")},
         "wall_s_runs": walls,
     }, answers
@@ -241,13 +248,25 @@ def timed_run(backend: HFBackend, options: RunOptions) -> Timed:
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
+    calls: list[float] = []  # each ``generate`` call's seconds: the rest of the wall is the runner's
+    answer = backend.generate
+
+    def generate(requests, config):
+        began = time.perf_counter()
+        try:
+            return answer(requests, config)
+        finally:
+            calls.append(time.perf_counter() - began)
+
     started = time.perf_counter()
-    summary = run(options, report=lambda _: None, backend=backend)
+    with patch.object(backend, "generate", generate):
+        summary = run(options, report=lambda _: None, backend=backend)
     torch.cuda.synchronize()
     wall = time.perf_counter() - started
     after = torch.cuda.memory_allocated()
     peak = torch.cuda.max_memory_allocated()
-    return Timed(summary, wall, dict(backend.seconds), dict(backend.work), before, after, peak)
+    seconds = {**backend.seconds, "in_generate": sum(calls)}
+    return Timed(summary, wall, seconds, dict(backend.work), before, after, peak)
 
 
 def run_speeds(reuse: str, speeds: str) -> list[str]:

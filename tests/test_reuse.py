@@ -287,8 +287,15 @@ def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_ep
         return real(rows, clips, config)
 
     monkeypatch.setattr(backend, "_generate_rows", fault)
+    monkeypatch.setattr(backend, "_failed_footprints", {})  # the fixture's backend is shared: learn afresh
+    failures = backend.work["out_of_memory"]
     assert [r.text for r in backend.generate(requests, config)] == expected
     assert sizes == [2, 1, 1]
+    assert backend.work["out_of_memory"] == failures + 1
+    sizes.clear()  # a batch as large as one that ran out of memory is halved without being tried
+    assert [r.text for r in backend.generate(requests, config)] == expected
+    assert sizes == [1, 1]
+    assert backend.work["out_of_memory"] == failures + 1
 
     def always(rows, clips, config):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")

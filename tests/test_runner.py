@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -549,6 +550,22 @@ def test_the_first_calls_are_short_so_the_model_starts_while_the_next_window_is_
     assert backend.calls == calls
     assert summary.ks[0].written == 12
     assert len({row["id"] for row in lines(tmp_path / "record_results_k1.jsonl")}) == 12
+
+
+class _SlowToPrepare(_Recording):
+    """A backend whose own preparation of a window (``prefetch``) takes ``PREPARING_S``."""
+
+    def prefetch(self, requests) -> None:
+        time.sleep(PREPARING_S)
+
+
+PREPARING_S = 0.2
+
+
+def test_the_summary_counts_the_time_the_backend_waited_for_a_window_to_be_prepared(tiny_dataset, tmp_path):
+    """The first window's preparation overlaps nothing, so the run waits for at least all of it."""
+    options = RunOptions(data=tiny_dataset, model="fake:record", out=tmp_path, shots=(1,), batch_size=2)
+    assert run(options, report=quiet, backend=_SlowToPrepare()).waited_s >= PREPARING_S
 
 
 def test_windows_take_their_sizes_in_turn_the_last_repeated():

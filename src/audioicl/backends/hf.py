@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -107,6 +108,7 @@ OPTIONS = (
     "cuda_graphs",
     "pack",
 )
+log = logging.getLogger("audioicl.backends")
 CACHES = ("dynamic", "static")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ATTENTION = ("sdpa", "flash_attention_2", "eager")
@@ -384,7 +386,9 @@ class _Prepared:
 
     @property
     def length(self) -> tuple[int, int]:
-        return sum(c.valid for c in self.clips), len(self.text)
+        """What sorting a window by length compares: its audio frames, then its token ids (a family that
+        tokenizes chats has no text here)."""
+        return sum(c.valid for c in self.clips), len(self.ids)
 
 
 @dataclass(frozen=True)
@@ -418,6 +422,11 @@ def set_aside_generation_settings(model: Any) -> dict[str, Any]:
     kept = {key: diff[key] for key in GENERATION_TOKEN_FIELDS if diff.get(key) is not None}
     model.generation_config = transformers.GenerationConfig(**kept)
     return set_aside
+
+
+def _positions(rows: Sequence[Row]) -> int:
+    """What a batch of the reuse path's rows costs the prefill: rows times the longest."""
+    return len(rows) * max(row.length for row in rows)
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
@@ -478,11 +487,15 @@ class HFBackend:
         self._feature_lock = threading.Lock()  # ``prefetch`` runs in the runner's preparing thread
         self._ahead: dict[str, _Ahead] = {}  # prepared by ``prefetch``, by request key
         # where the time went; the reuse path splits ``generate`` into ``prefill`` and ``decode``
-        self.seconds = {"features": 0.0, "encode": 0.0, "generate": 0.0, "prefill": 0.0, "decode": 0.0}
+        # (``lost``: in attempts that ran out of memory, ``_halving``)
+        self.seconds = dict.fromkeys(("features", "encode", "generate", "prefill", "decode", "lost"), 0.0)
         # the work done, for benchmarks: clips and their audio tokens through the encoder, and positions
         # through the language model (prompt tokens read, without padding, and tokens generated; and the
-        # padding positions the reuse path's prefill computed besides)
-        self.work = {"encoded_clips": 0, "encoded_audio_tokens": 0, "lm_tokens": 0, "lm_padding": 0}
+        # padding positions the reuse path's prefill computed besides), and attempts out of memory
+        self.work = dict.fromkeys(
+            ("encoded_clips", "encoded_audio_tokens", "lm_tokens", "lm_padding", "out_of_memory"), 0
+        )
+        self._failed_footprints: dict[str, int] = {}  # the smallest that ran out of memory, by measure
         tokenizer.padding_side = "left"
         self.parts: ModelParts | None = None
         if self.reuse != "off":
@@ -830,25 +843,42 @@ class HFBackend:
         self.seconds["encode"] += time.perf_counter() - started
         return found
 
-    def _halving(self, batch: Sequence[Any], attempt: Callable, prompts: Callable) -> dict[int, Response]:
+    def _halving(
+        self, batch: Sequence[Any], attempt: Callable, prompts: Callable, footprint: Callable = len
+    ) -> dict[int, Response]:
         """``attempt(batch)``; out of memory halves the batch (down to one item, whose ``prompts(item)``
-        then get error responses).
+        then get error responses). A batch whose ``footprint`` (prompts, or the reuse path's positions) is
+        at least that of one that ran out of memory before is halved without being tried: each failed
+        attempt costs what it ran before it failed (``seconds["lost"]``, counted in ``work``).
 
         The retry happens after the ``except`` block: inside it, the exception's traceback still holds the
         failed attempt's activations, and the retry would run out of memory too."""
-        try:
-            return attempt(batch)
-        except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
-            if not _is_out_of_memory(exc):
-                raise
-            error = f"out of memory on the smallest batch ({self.device}): {exc}"
-        self._free_cache()
-        if len(batch) == 1:
-            return {index: Response.failed(error) for index in prompts(batch[0])}
+        size, failed = footprint(batch), self._failed_footprints.get(footprint.__name__)
+        if len(batch) == 1 or failed is None or size < failed:
+            started = time.perf_counter()
+            try:
+                return attempt(batch)
+            except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
+                if not _is_out_of_memory(exc):
+                    raise
+                error = f"out of memory on the smallest batch ({self.device}): {exc}"
+            self._free_cache()
+            self.seconds["lost"] += time.perf_counter() - started
+            self.work["out_of_memory"] += 1
+            self._failed_footprints[footprint.__name__] = min(size, failed or size)
+            log.warning(
+                "hf backend: out of memory on %d prompts (%s %d); halving it, and any batch as large "
+                "from now on",
+                sum(len(prompts(item)) for item in batch),
+                footprint.__name__.strip("_"),
+                size,
+            )
+            if len(batch) == 1:
+                return {index: Response.failed(error) for index in prompts(batch[0])}
         half = len(batch) // 2
         return {
-            **self._halving(batch[:half], attempt, prompts),
-            **self._halving(batch[half:], attempt, prompts),
+            **self._halving(batch[:half], attempt, prompts, footprint),
+            **self._halving(batch[half:], attempt, prompts, footprint),
         }
 
     def _free_cache(self) -> None:
@@ -880,6 +910,7 @@ class HFBackend:
                         batch,
                         lambda b: self._generate_rows(b, self._clips_of(b, clips), config),
                         lambda row: [member.sequence.index for member in row.members],
+                        _positions,
                     )
                 )
         else:

@@ -112,6 +112,7 @@ class KSummary:
 @dataclass(frozen=True)
 class RunSummary:
     ks: tuple[KSummary, ...]
+    waited_s: float = 0.0  # the backend idle, waiting for the next window's preparation (``prepare_window``)
 
     @property
     def errors(self) -> int:
@@ -889,6 +890,7 @@ def _run_all(
     parts = list(windows(ordered, window_sizes(options), whole_episodes))
     stop = stop or StopRequest()
     total = sum(summary.selected for summary in summaries.values())
+    waited = 0.0
 
     def stop_if_asked() -> None:  # a safe point: every line so far written and fsynced
         done = sum(summary.skipped + summary.written for summary in summaries.values())
@@ -905,7 +907,9 @@ def _run_all(
             upcoming = ahead.submit(prepare_window, maker, backend, parts[0]) if parts else None
             for index, window in enumerate(parts):
                 assert upcoming is not None
+                waiting = time.perf_counter()
                 built = upcoming.result()
+                waited += time.perf_counter() - waiting
                 if index + 1 < len(parts):
                     upcoming = ahead.submit(prepare_window, maker, backend, parts[index + 1])
                 results, call_error = run_window(maker, backend, config, window, built)
@@ -926,4 +930,4 @@ def _run_all(
     finally:
         for log in logs.values():
             log.close()
-    return RunSummary(tuple(summaries[k] for k in sorted(summaries)))
+    return RunSummary(tuple(summaries[k] for k in sorted(summaries)), waited)
