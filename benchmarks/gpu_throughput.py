@@ -48,7 +48,7 @@ from audioicl.backends import hf as hf_module
 from audioicl.backends import reuse as reuse_module
 from audioicl.backends.base import ModelSpec
 from audioicl.backends.graphs import FastPaths, replayed, uncompile_decoder
-from audioicl.backends.hf import HFBackend
+from audioicl.backends.hf import HFBackend, configure_allocator
 from audioicl.backends.reuse import PARTS, DecodeStep, batches, prefill
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import run
@@ -501,9 +501,13 @@ def main() -> None:
     )
     args = parser.parse_args()
 
+    allocator = configure_allocator(
+        "auto", torch.device("cuda")
+    )  # as the hf backend sets it: before the weights
     ceiling = matmul_ceiling()
     print(
         f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, bf16 matmul ceiling {ceiling:.0f} TFLOP/s"
+        f", allocator {allocator['used']}"
     )
     rows: dict[str, dict] = {}
     logits: dict[str, dict] = {}

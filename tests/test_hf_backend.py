@@ -480,3 +480,21 @@ def test_an_answer_the_tokenizer_cannot_decode_is_that_prompts_error_line(
     assert sorted(r.text for r in responses if not r.error) == sorted(
         t for r, t in zip(responses, expected, strict=True) if not r.error
     )
+
+
+def test_the_allocator_option_is_checked_applied_on_cuda_only_and_recorded(tiny_checkpoints, monkeypatch):
+    from audioicl.backends.hf import HFSettings, configure_allocator
+
+    assert HFSettings.parse({}).allocator == "auto"
+    with pytest.raises(AudioICLError, match="allocator must be one of auto, expandable, default"):
+        HFSettings.parse({"allocator": "big"})
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert configure_allocator("auto", cpu) == {"asked": "auto", "used": "default"}
+    assert configure_allocator("expandable", cpu)["fallback"].startswith("expandable segments are for CUDA")
+    assert configure_allocator("default", cuda) == {"asked": "default", "used": "default"}
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:512")  # the user's setting stands
+    assert configure_allocator("auto", cuda)["used"] == "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:512"
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
+    assert configure_allocator("auto", cuda)["used"] == "expandable_segments"
+    backend = load_backend(ModelSpec("hf", str(tiny_checkpoints["qwen2-audio"])), dtype="fp32", device="cpu")
+    assert backend.info["allocator"] == {"asked": "auto", "used": "default"}

@@ -33,7 +33,9 @@ audio only the first; off runs transformers' ``generate`` on every prompt from s
 ``generate``), ``compile`` and ``cuda_graphs`` auto|on|off (the reuse path's fused elementwise kernels and its
 decode step as a CUDA graph, ``graphs``; auto: graphs on where there is a CUDA device, compile off), ``pack``
 on|off (the reuse path packs a batch's rows into fewer rows no longer than its longest, so that the prefill
-computes no padding positions between them; off by default: no gain measured on an H100, docs/measurements.md).
+computes no padding positions between them; off by default: no gain measured on an H100, docs/measurements.md),
+``allocator`` auto|expandable|default (the CUDA caching allocator's expandable segments, ``configure_allocator``;
+auto: on a CUDA device unless ``PYTORCH_CUDA_ALLOC_CONF`` is set).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from __future__ import annotations
 import gc
 import inspect
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -107,11 +110,17 @@ OPTIONS = (
     "compile",
     "cuda_graphs",
     "pack",
+    "allocator",
 )
 log = logging.getLogger("audioicl.backends")
 CACHES = ("dynamic", "static")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ATTENTION = ("sdpa", "flash_attention_2", "eager")
+ALLOCATORS = (
+    "auto",
+    "expandable",
+    "default",
+)  # the CUDA caching allocator's segments (``configure_allocator``)
 PREFETCH_CLIPS = 64  # clips per processor call when extracting ahead
 ENCODE_CLIPS = 32  # clips per audio encoder call of the reuse path
 # A trimmed extraction pads a call's clips with this many zero samples past the longest instead of to the
@@ -139,6 +148,7 @@ class HFSettings:
     compile: str = "auto"
     cuda_graphs: str = "auto"
     pack: str = "off"
+    allocator: str = "auto"
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> HFSettings:
@@ -175,6 +185,11 @@ class HFSettings:
             raise AudioICLError(
                 "backend option pack=on packs the rows of the reuse path: it needs reuse=audio|prefix"
             )
+        allocator = str(options.get("allocator", "auto"))
+        if allocator not in ALLOCATORS:
+            raise AudioICLError(
+                f"backend option allocator must be one of {', '.join(ALLOCATORS)}, got {allocator!r}"
+            )
         remote = str(options.get("trust_remote_code", "false")).lower()
         if remote not in ("true", "false", "1", "0", "yes", "no"):
             raise AudioICLError(f"backend option trust_remote_code must be true or false, got {remote!r}")
@@ -188,6 +203,7 @@ class HFSettings:
             reuse=None if reuse is None else str(reuse),
             encoder=encoder,
             pack=pack,
+            allocator=allocator,
             **speed,
         )
 
@@ -213,6 +229,30 @@ class HFSettings:
         if device.type == "cuda" and torch.cuda.is_bf16_supported():
             return torch.bfloat16
         return torch.float32
+
+
+def configure_allocator(asked: str, device: torch.device) -> dict[str, str]:
+    """Set the CUDA caching allocator's segments for the run; what was asked and used, for the record.
+
+    ``expandable`` (what ``auto`` picks on a CUDA device) lets the allocator grow a segment in place instead of
+    caching blocks of fixed sizes: a run near the card's memory (Qwen3-Omni's 61 GB of weights on an 80 GB
+    card) otherwise fails allocations on fragments it holds, and every attempt that runs out of memory is
+    work thrown away (docs/measurements.md). A ``PYTORCH_CUDA_ALLOC_CONF`` the user set is left as it is by
+    ``auto``. Answers do not depend on it."""
+    made = {"asked": asked, "used": "default"}
+    if asked == "default":
+        return made
+    if device.type != "cuda":
+        if asked == "expandable":
+            made["fallback"] = f"expandable segments are for CUDA devices, this run is on {device}"
+            log.warning("hf backend: allocator=expandable left out: %s", made["fallback"])
+        return made
+    user = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    if asked == "auto" and user:
+        return {**made, "used": f"PYTORCH_CUDA_ALLOC_CONF={user}"}
+    setting = getattr(torch._C, "_accelerator_setAllocatorSettings", None)  # torch >= 2.9; before, cuda's
+    (setting or torch.cuda.memory._set_allocator_settings)("expandable_segments:True")
+    return {**made, "used": "expandable_segments"}
 
 
 # --------------------------------------------------------------------------- loading a checkpoint
@@ -1104,6 +1144,7 @@ def backend_info(loaded: Loaded, settings: HFSettings, device: torch.device) -> 
 def make_hf(name: str, **options: object) -> Backend:
     settings = HFSettings.parse(options)
     device = settings.torch_device()
+    allocator = configure_allocator(settings.allocator, device)  # before the weights take their memory
     loaded = load_checkpoint(name, settings, device)
     return HFBackend(
         name=f"hf:{name}",
@@ -1113,6 +1154,7 @@ def make_hf(name: str, **options: object) -> Backend:
         device=device,
         info={
             **backend_info(loaded, settings, device),
+            "allocator": allocator,
             "reuse": settings.reuse_for(loaded.family),
             "encoder": settings.encoder,
             "pack": settings.pack,
