@@ -1,8 +1,8 @@
 """What ``-o pack=on`` saves the reuse path's prefill, counted over a real build: positions and attention area.
 
 Every prompt of a build (k = 1..5, the Morse bank on) goes through the ``hf`` backend of a tiny random Qwen2-Audio
-checkpoint as a run sends it: episode-major windows of ``batch x 4`` prompts (a run's first two hold 1 and 2
-batches), each prepared (its clips through the real Qwen2-Audio processor: the real audio token counts; the text
+checkpoint as a run sends it: episode-major windows of the runner's sizes (``batch x 4`` prompts, the first two
+1 and 2 batches; none cuts an episode), each prepared (its clips through the real Qwen2-Audio processor: the real audio token counts; the text
 through a small BPE, so text counts are larger than Qwen's), packed into the reuse path's rows (an episode's k
 prompts sharing their prefix) and cut into batches.
 Nothing runs through a model: what a prefill computes follows from the batches' shapes.
@@ -22,14 +22,16 @@ from pathlib import Path
 
 from audioicl.backends.base import Request
 from audioicl.backends.reuse import batches
+from audioicl.inference.options import RunOptions
+from audioicl.inference.runner import window_sizes, windows
 from audioicl.testing.requests import built_benchmark, episode_major_requests, tiny_backend
 
 
 def shapes(backend, all_requests: list[Request], batch_size: int, packed: bool) -> dict[str, float]:
-    window = batch_size * 4
+    sizes = window_sizes(RunOptions(data=Path("."), model="hf:tiny", out=Path("."), batch_size=batch_size))
     totals = {"batches": 0, "rows": 0, "tokens": 0, "positions": 0, "attention": 0}
-    for start in range(0, len(all_requests), window):
-        prepared, failed = backend.prepare(all_requests[start : start + window])
+    for window in windows(all_requests, sizes, whole_episodes=True, episode_of=lambda r: r.episode_id):
+        prepared, failed = backend.prepare(window)
         assert not failed, failed
         rows, _, refused = backend.pack(prepared)
         assert not refused, refused

@@ -37,6 +37,14 @@ def tone(
     return wave.astype(np.float32)
 
 
+def noise_clip(seconds: float, seed: int):
+    """A clip of white noise at 16 kHz (``AudioPart``), ``seconds`` long, the same for the same seed."""
+    from audioicl.prompts.chat import AudioPart
+
+    rng = np.random.default_rng(seed)
+    return AudioPart.of((0.1 * rng.standard_normal(round(seconds * 16_000))).astype(np.float32), 16_000)
+
+
 def quiet(_message: str) -> None:
     """A report callback (``run``'s second argument) that keeps messages for nobody."""
 

@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
+from helpers import noise_clip  # noqa: E402
 from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
 
 from audioicl.backends import attention  # noqa: E402
@@ -22,7 +23,6 @@ from audioicl.backends.attention import (  # noqa: E402
     segment_attention,
 )
 from audioicl.backends.reuse import PARTS  # noqa: E402
-from audioicl.prompts.chat import AudioPart  # noqa: E402
 
 
 class Grouped(torch.nn.Module):
@@ -107,11 +107,6 @@ def test_an_implementation_is_in_force_only_inside_its_block():
     tower.config._attn_implementation = "sdpa"
     with batched_windows(tower):
         assert tower.config._attn_implementation == WINDOWS
-
-
-def noise_clip(seconds: float, seed: int) -> AudioPart:
-    rng = np.random.default_rng(seed)
-    return AudioPart.of((0.1 * rng.standard_normal(round(seconds * 16_000))).astype(np.float32), 16_000)
 
 
 @pytest.mark.parametrize("family", ["qwen2.5-omni", "qwen3-omni"])

@@ -10,14 +10,13 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
-from helpers import share_features  # noqa: E402
+from helpers import noise_clip, share_features  # noqa: E402
 
 from audioicl import AudioICLError, Episode, ModelSpec, load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig  # noqa: E402
@@ -33,7 +32,6 @@ from audioicl.backends.reuse import (  # noqa: E402
     token_sequence,
 )
 from audioicl.inference.runner import Work, windows  # noqa: E402
-from audioicl.prompts.chat import AudioPart  # noqa: E402
 from audioicl.records import Query  # noqa: E402
 from audioicl.testing.requests import episode_major_requests  # noqa: E402
 
@@ -306,11 +304,6 @@ def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_ep
 
 
 # --------------------------------------------------------------------------- trimmed features, valid frames
-
-
-def noise_clip(seconds: float, seed: int) -> AudioPart:
-    rng = np.random.default_rng(seed)
-    return AudioPart.of((0.1 * rng.standard_normal(round(seconds * 16_000))).astype(np.float32), 16_000)
 
 
 CLIP_SECONDS = (0.05, 1.0, 4.3, 12.0, 29.99, 30.0)

@@ -577,3 +577,7 @@ def test_windows_take_their_sizes_in_turn_the_last_repeated():
     assert [len(w) for w in windows(work, (1, 2, 3))] == [1, 2, 3, 3, 1]
     assert [len(w) for w in windows(work, 4)] == [4, 4, 2]
     assert [w[0].episode.id for w in windows(work, (1, 2, 3))] == ["0", "1", "3", "6", "9"]
+    # any item whose episode ``episode_of`` names: a window never cuts one
+    items = [("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1)]
+    cut = windows(items, 1, whole_episodes=True, episode_of=lambda item: item[0])
+    assert [[k for _, k in window] for window in cut] == [[1, 2], [1, 2], [1]]

@@ -43,11 +43,11 @@ import hashlib
 import itertools
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from audioicl.backends import Backend, load_backend
 from audioicl.backends.base import (
@@ -79,6 +79,8 @@ from .progress import Progress
 from .record import new_run_record, timed_run, update_run_record, with_backend
 from .results import LineKey, ResultsLog, drop_error_lines, results_name
 from .stopping import StopRequest
+
+T = TypeVar("T")
 
 
 def _stderr(message: str) -> None:
@@ -435,18 +437,21 @@ def run_window(
 
 
 def windows(
-    items: Sequence[Work], sizes: int | Sequence[int], whole_episodes: bool = False
-) -> Iterator[Sequence[Work]]:
-    """``items`` in windows of ``sizes`` (one size, or the sizes of the first windows, the last one
-    repeated); with ``whole_episodes``, a window runs on to the end of the episode it would cut
-    (episode-major order keeps an episode's k prompts next to each other), so the prompts that share a
-    prefix reach the backend together."""
+    items: Sequence[T],
+    sizes: int | Sequence[int],
+    whole_episodes: bool = False,
+    episode_of: Callable[[T], str] = lambda work: work.episode.id,
+) -> Iterator[Sequence[T]]:
+    """``items`` (the runner's ``Work``; ``episode_of`` says whose episode another item is) in windows of
+    ``sizes`` (one size, or the sizes of the first windows, the last one repeated); with ``whole_episodes``,
+    a window runs on to the end of the episode it would cut (episode-major order keeps an episode's k
+    prompts next to each other), so the prompts that share a prefix reach the backend together."""
     sizes = (sizes,) if isinstance(sizes, int) else tuple(sizes)
     next_sizes = itertools.chain(sizes, itertools.repeat(sizes[-1]))
     start = 0
     while start < len(items):
         end = min(start + next(next_sizes), len(items))
-        while whole_episodes and end < len(items) and items[end].episode.id == items[end - 1].episode.id:
+        while whole_episodes and end < len(items) and episode_of(items[end]) == episode_of(items[end - 1]):
             end += 1
         yield items[start:end]
         start = end
