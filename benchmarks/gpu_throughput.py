@@ -53,7 +53,7 @@ from audioicl.backends.reuse import PARTS, DecodeStep, batches, prefill
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import run
 from audioicl.testing import full_size_model
-from audioicl.testing.requests import episode_major_requests
+from audioicl.testing.requests import episode_major_requests, packed_rows
 
 FULL_BENCHMARK = 13_500  # 9 tasks x 300 episodes x k = 1..5
 SPEEDS = {"off": ("off", "off"), "graphs": ("off", "on"), "all": ("on", "on")}  # (compile, cuda_graphs)
@@ -325,8 +325,7 @@ def decode_step_ms(model, processor, family: str, args: argparse.Namespace, repe
     uncompile_decoder(PARTS[family](model).decoder)
     backend = HFBackend.around(f"hf:{family}-full-random", model, processor, reuse="prefix", compile="off")
     requests = episode_major_requests(args.data, backend.family, max(1, args.batch_size // 45 + 1))
-    prepared, _ = backend.prepare(requests)
-    rows, clips, _ = backend.pack(prepared)
+    rows, clips = packed_rows(backend, requests)
     batch = batches(rows, args.batch_size)[0]
     paths = FastPaths.resolve("off", "on", backend.device)
     out = {"prompts": sum(len(r.members) for r in batch), "rows": len(batch)}
@@ -370,8 +369,7 @@ def encode_ms(model, processor, family: str, args: argparse.Namespace, repeats: 
 
     backend = HFBackend.around(f"hf:{family}-full-random", model, processor, reuse="prefix", compile="off")
     requests = episode_major_requests(args.data, backend.family, args.encode_ms)
-    prepared, _ = backend.prepare(requests)
-    _, clips, _ = backend.pack(prepared)
+    _, clips = packed_rows(backend, requests)
     out: dict[str, Any] = {"clips": len(clips), "audio_tokens": sum(c.tokens for c in clips.values())}
     made = {}
     chunks = [int(c) for c in args.encode_chunks.split(",") if int(c) != hf_module.ENCODE_CLIPS]
@@ -412,10 +410,7 @@ def first_logit_errors(model, processor, family: str, per_task: int, data: Path)
     # reuse=off: the processor's features over the whole window, as transformers' own path reads them
     scratch = HFBackend.around(f"hf:{family}-full-random", model, processor, reuse="off")
     requests = episode_major_requests(data, backend.family, per_task)
-    prepared, failed = backend.prepare(requests)
-    assert not failed, failed
-    rows, clips, failed = backend.pack(prepared)
-    assert not failed, failed
+    rows, clips = packed_rows(backend, requests)
     whole, failed = scratch.prepare(requests)
     assert not failed, failed
     errors: dict[str, list[float]] = {"reuse": [], "batched": []}

@@ -24,7 +24,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from audioicl.backends.hf import HFBackend
 from audioicl.backends.reuse import batches, prefill
 from audioicl.testing import full_size_model
-from audioicl.testing.requests import episode_major_requests
+from audioicl.testing.requests import episode_major_requests, packed_rows
 
 CHOICES = {
     "default": None,
@@ -75,10 +75,7 @@ def main() -> None:
     model, processor = full_size_model(args.family, "cuda", torch.bfloat16)
     backend = HFBackend.around(f"hf:{args.family}-full-random", model, processor, reuse="prefix")
     requests = episode_major_requests(args.data, backend.family, args.episodes)
-    prepared, failed = backend.prepare(requests)
-    assert not failed, failed
-    rows, clips, failed = backend.pack(prepared)
-    assert not failed, failed
+    rows, clips = packed_rows(backend, requests)
     steps = args.max_new_tokens - 1
     with torch.inference_mode():
         work = [

@@ -24,17 +24,14 @@ from audioicl.backends.base import Request
 from audioicl.backends.reuse import batches
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import window_sizes, windows
-from audioicl.testing.requests import built_benchmark, episode_major_requests, tiny_backend
+from audioicl.testing.requests import built_benchmark, episode_major_requests, packed_rows, tiny_backend
 
 
 def shapes(backend, all_requests: list[Request], batch_size: int, packed: bool) -> dict[str, float]:
     sizes = window_sizes(RunOptions(data=Path("."), model="hf:tiny", out=Path("."), batch_size=batch_size))
     totals = {"batches": 0, "rows": 0, "tokens": 0, "positions": 0, "attention": 0}
     for window in windows(all_requests, sizes, whole_episodes=True, episode_of=lambda r: r.episode_id):
-        prepared, failed = backend.prepare(window)
-        assert not failed, failed
-        rows, _, refused = backend.pack(prepared)
-        assert not refused, refused
+        rows, _ = packed_rows(backend, list(window))
         for batch in batches(rows, batch_size, packed=packed):
             longest = max(row.length for row in batch)
             totals["batches"] += 1

@@ -29,7 +29,7 @@ from audioicl.backends.base import GenerationConfig
 from audioicl.backends.hf import HFBackend
 from audioicl.backends.reuse import batches
 from audioicl.testing import full_size_model
-from audioicl.testing.requests import episode_major_requests
+from audioicl.testing.requests import episode_major_requests, packed_rows
 
 INTERVALS = (0.005, 0.0002)  # Python's default, and a short one
 
@@ -74,10 +74,7 @@ def measure(family: str, data: Path, limit: int, batch_size: int, repeats: int) 
     model, processor = full_size_model(family, "cuda", torch.bfloat16)
     backend = HFBackend.around(f"hf:{family}-full-random", model, processor, reuse="prefix")
     requests = episode_major_requests(data, backend.family, limit)
-    prepared, failed = backend.prepare(requests)
-    assert not failed, failed
-    rows, clips, failed = backend.pack(prepared)
-    assert not failed, failed
+    rows, clips = packed_rows(backend, requests)
     parts = list({p.digest: p for r in requests for p in backend._render(r)[1]}.values())
     config = GenerationConfig(max_new_tokens=16, batch_size=batch_size)
     first = batches(rows, batch_size)[0]

@@ -33,6 +33,17 @@ def episode_major_requests(root: Path, family: str, per_task: int | None = None)
     ]
 
 
+def packed_rows(backend: Any, requests: list[Request]) -> tuple[list[Any], dict[str, Any]]:
+    """``requests`` prepared by the ``hf`` backend and packed into the reuse path's rows: the rows and their
+    clips' features by digest. A prompt that cannot be prepared or packed is an error here: a benchmark over a
+    build times every prompt or none."""
+    prepared, failed = backend.prepare(requests)
+    rows, clips, refused = backend.pack(prepared)
+    if failed or refused:
+        raise RuntimeError(f"prompts the backend refused: { ({**failed, **refused}) }")
+    return rows, clips
+
+
 def built_benchmark(out: Path, episodes: int) -> Path:
     """``audioicl build --out OUT --episodes EPISODES`` in a process of its own, as a user builds it; OUT."""
     command = [sys.executable, "-m", "audioicl", "build", "--out", str(out), "--episodes", str(episodes)]
