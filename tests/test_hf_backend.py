@@ -23,6 +23,7 @@ from audioicl.audio import SAMPLE_RATE, write_wav  # noqa: E402
 from audioicl.backends import ModelSpec, load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.backends.families import FAMILIES, family_of  # noqa: E402
+from audioicl.backends.families.base import AudioFamily  # noqa: E402
 from audioicl.backends.rendering import render_chat  # noqa: E402
 from audioicl.prompts.build import build_prompt  # noqa: E402
 from audioicl.prompts.chat import AudioPart  # noqa: E402
@@ -202,6 +203,28 @@ def test_clips_of_one_length_are_extracted_together_as_each_alone_where_a_call_p
         (alone,) = backend._extract([clip])
         assert torch.equal(cached.features, alone.features)
         assert (cached.valid, cached.tokens) == (alone.valid, alone.tokens)
+
+
+def test_qwen3_omni_clip_features_are_its_processors_without_the_text(backends):
+    """The feature extractor with the processor's audio kwargs gives what the processor's own call over one
+    placeholder a clip gives: features, valid frames and audio tokens, bit for bit (a clip alone, clips of
+    one length together, a clip past a 100-frame window's multiple, a very short one)."""
+    backend = backends["qwen3-omni"]
+    family, processor = backend.model_family, backend.processor
+    for clips in ([noise(2.0, 1)], [noise(4.37, 2)], [noise(0.05, 3)], [noise(3.0, s) for s in (4, 5, 6)]):
+        waves = [clip.wave for clip in clips]
+        features, mask, tokens = family.clip_features(processor, waves, backend.sampling_rate)
+        out = processor(
+            text=[family.placeholder] * len(clips),
+            audio=waves,
+            sampling_rate=backend.sampling_rate,
+            return_tensors="pt",
+            padding=True,
+        )
+        assert torch.equal(features, out["input_features"])
+        assert torch.equal(mask, out["feature_attention_mask"])
+        assert tokens == (out["input_ids"] == backend.audio_token_id).sum(dim=1).tolist()
+    assert AudioFamily.clip_features(family, processor, waves, backend.sampling_rate) is None  # the default
 
 
 @pytest.mark.parametrize("family", ["qwen2-audio", "qwen2.5-omni"])

@@ -614,44 +614,54 @@ class HFBackend:
         return self._extract([clip])[0]
 
     def _extract(self, clips: Sequence[AudioPart]) -> list[ClipFeatures]:
-        """One processor call over ``clips``, each with its own one-placeholder text."""
-        on_device = {"device": str(self.device)} if self._features_on_device else {}  # mel on the GPU
-        trim = {}
-        if self.trim_to is not None:
-            longest = max(len(clip.wave) for clip in clips)
-            trim = {"audio_kwargs": {"max_length": min(self.trim_to, longest + TRIM_MARGIN_SAMPLES)}}
+        """One processor call over ``clips``, each with its own one-placeholder text (or the family's
+        ``clip_features``, the same features without the text)."""
         started = time.perf_counter()
         stream = nullcontext() if self._feature_stream is None else torch.cuda.stream(self._feature_stream)
         with stream:
-            out = self.processor(
-                text=[self.model_family.placeholder] * len(clips),
-                audio=[clip.wave for clip in clips],
-                sampling_rate=self.sampling_rate,
-                return_tensors="pt",
-                padding=True,
-                **on_device,
-                **trim,
-            )
+            features, mask, tokens = self._features_of(clips)
         if self._feature_stream is not None:
             self._feature_stream.synchronize()  # what it left on the GPU is done before another stream reads it
-        features_key, mask_key = self.model_family.feature_keys
-        mask = out.get(mask_key)
-        if mask is None or features_key not in out:
-            raise PlaceholderMismatch(f"the processor of {self.name} returned no audio features for a clip")
         made = []
-        for row in range(len(clips)):
-            tokens = int((out["input_ids"][row] == self.audio_token_id).sum())
-            if tokens < 1:
+        for row, count in enumerate(tokens):
+            if count < 1:
                 raise PlaceholderMismatch(f"the processor of {self.name} made no audio tokens for a clip")
             valid = int(mask[row].sum())
-            features = out[features_key][row].to(torch.float32)
+            kept = features[row].to(torch.float32)
             if self.model_family.encoder_reads_valid_frames:
-                features = features[:, :valid]
+                kept = kept[:, :valid]
             elif self.trim_to is not None:
-                features = features[:, : valid + TRIM_KEEP_FRAMES]
-            made.append(ClipFeatures(features.clone(), valid, tokens))
+                kept = kept[:, : valid + TRIM_KEEP_FRAMES]
+            made.append(ClipFeatures(kept.clone(), valid, count))
         self.seconds["features"] += time.perf_counter() - started
         return made
+
+    def _features_of(self, clips: Sequence[AudioPart]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """The clips' features (one row each), the masks of their valid frames and their audio tokens."""
+        on_device = {"device": str(self.device)} if self._features_on_device else {}  # mel on the GPU
+        waves = [clip.wave for clip in clips]
+        if self.trim_to is None:
+            made = self.model_family.clip_features(self.processor, waves, self.sampling_rate, **on_device)
+            if made is not None:
+                return made
+        trim = {}
+        if self.trim_to is not None:
+            longest = max(len(wave) for wave in waves)
+            trim = {"audio_kwargs": {"max_length": min(self.trim_to, longest + TRIM_MARGIN_SAMPLES)}}
+        out = self.processor(
+            text=[self.model_family.placeholder] * len(clips),
+            audio=waves,
+            sampling_rate=self.sampling_rate,
+            return_tensors="pt",
+            padding=True,
+            **on_device,
+            **trim,
+        )
+        features_key, mask_key = self.model_family.feature_keys
+        if out.get(mask_key) is None or features_key not in out:
+            raise PlaceholderMismatch(f"the processor of {self.name} returned no audio features for a clip")
+        tokens = (out["input_ids"] == self.audio_token_id).sum(dim=1).tolist()
+        return out[features_key], out[mask_key], tokens
 
     def _prefetch(self, clips: Sequence[AudioPart]) -> None:
         """Extract the uncached ``clips`` together where a call's clips cannot change each other's features:

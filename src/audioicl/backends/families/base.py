@@ -169,6 +169,17 @@ class AudioFamily:
         clips' features: what the fast path needs of a family that tokenizes chats (``tokenizes_chat``)."""
         raise NotImplementedError(f"{self.label} makes its prompts from text, not from chats")
 
+    def clip_features(
+        self, processor: Any, waves: Sequence[Any], sampling_rate: int, **extract: Any
+    ) -> tuple[Any, Any, list[int]] | None:
+        """The clips' features without the processor's text side, exactly as its call over one placeholder a
+        clip makes them: features ([clips, bins, frames]), the mask of valid frames, each clip's audio tokens.
+        The fast path extracts clips ahead in a thread beside the model's calls, and the processor's own
+        Python (its kwargs merging, the tokenizer) holds the interpreter lock they need
+        (``benchmarks/thread_contention.py``). ``extract``: for the feature extractor (``device``). None (the
+        default): the backend calls the processor."""
+        return None
+
     def clip_inputs(self, processor: Any, wave: Any, sampling_rate: int) -> tuple[Any, int]:
         """One clip alone as ``chat_inputs`` makes it: its features ([mel bins, frames], float32) and its
         audio tokens, for the fast path of a family that tokenizes chats."""
