@@ -23,7 +23,7 @@
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-part=${1:?families, omni or pack}
+part=${1:?which part: see the list above}
 out=${OUT:-/tmp/gpu-pending}
 mkdir -p "$out"
 # the interpreter that holds the machine's torch (python3 there; a bare `pip` may belong to another)
@@ -119,7 +119,7 @@ case "$part" in
       --json "$out/contend.json"
     ;;
   *)
-    echo "unknown part $part: families, omni, pack, attention, before, omni20 or whole" >&2
+    echo "unknown part $part: families, omni, pack, attention, before, omni20, ramp, same20, encode, voxtral, whole or contend" >&2
     exit 2
     ;;
 esac

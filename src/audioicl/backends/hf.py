@@ -116,11 +116,8 @@ log = logging.getLogger("audioicl.backends")
 CACHES = ("dynamic", "static")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ATTENTION = ("sdpa", "flash_attention_2", "eager")
-ALLOCATORS = (
-    "auto",
-    "expandable",
-    "default",
-)  # the CUDA caching allocator's segments (``configure_allocator``)
+# the CUDA caching allocator's segments (``configure_allocator``)
+ALLOCATORS = ("auto", "expandable", "default")
 PREFETCH_CLIPS = 64  # clips per processor call when extracting ahead
 ENCODE_CLIPS = 32  # clips per audio encoder call of the reuse path
 # A trimmed extraction pads a call's clips with this many zero samples past the longest instead of to the
