@@ -1,7 +1,7 @@
 """Does the runner's preparing thread slow the model's own calls? The audio encoder over every distinct clip and
 one batch's prefill and decode, each timed alone and beside a thread that does what the preparing thread does
-(the family's processor over the build's clips, one call after another, on the backend's feature stream), at
-Python's default GIL switch interval (5 ms) and at a short one.
+(the family's processor over the build's clips, one call after another as ``prefetch`` makes them, on the
+backend's feature stream), at Python's default GIL switch interval (5 ms) and at a short one.
 
 Why it could: the model's calls are thousands of small torch operations, each releasing the GIL while it
 launches its kernel, and a few host syncs. A thread that holds the GIL in Python (a processor's tokenizer and
@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from audioicl.backends.base import GenerationConfig
-from audioicl.backends.hf import HFBackend
+from audioicl.backends.hf import PREFETCH_CLIPS, HFBackend
 from audioicl.backends.reuse import batches
 from audioicl.testing import full_size_model
 from audioicl.testing.requests import episode_major_requests, packed_rows
@@ -36,16 +36,19 @@ INTERVALS = (0.005, 0.0002)  # Python's default, and a short one
 
 class PreparingThread:
     """A thread extracting ``clips``' features one call after another (the backend's ``_extract``, nothing
-    cached) until stopped."""
+    cached) until stopped, as many clips a call as ``prefetch`` gives one: ``PREFETCH_CLIPS`` where the
+    family's features do not depend on the call, else one (a clip of one length with others is rarer)."""
 
     def __init__(self, backend: HFBackend, clips: list) -> None:
         self.backend, self.clips, self.calls = backend, clips, 0
+        self.per_call = PREFETCH_CLIPS if backend.model_family.features_independent_of_batch else 1
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._work, daemon=True)
 
     def _work(self) -> None:
         while not self._stop.is_set():
-            self.backend._extract([self.clips[self.calls % len(self.clips)]])
+            start = self.calls * self.per_call % len(self.clips)
+            self.backend._extract(self.clips[start : start + self.per_call])
             self.calls += 1
 
     def __enter__(self) -> PreparingThread:
