@@ -568,6 +568,45 @@ def test_the_summary_counts_the_time_the_backend_waited_for_a_window_to_be_prepa
     assert run(options, report=quiet, backend=_SlowToPrepare()).waited_s >= PREPARING_S
 
 
+class _Counting(_Recording):
+    """A backend that counts its work as the hf backend does (``seconds`` by phase, ``work``)."""
+
+    name = "fake:counting"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds = {"prefill": 0.0}
+        self.work = {"lm_tokens": 0, "out_of_memory": 0}
+
+    def generate(self, requests, config):
+        self.seconds["prefill"] += 0.25
+        self.work["lm_tokens"] += 10 * len(requests)
+        return super().generate(requests, config)
+
+
+def test_the_run_record_keeps_what_the_backend_counted_of_this_runs_work(tiny_dataset, tmp_path):
+    """A backend that serves two runs: each run's entry holds only its own share of the counters; a backend
+    that counts nothing adds nothing."""
+    backend = _Counting()
+    for k, out in ((1, tmp_path / "first"), (2, tmp_path / "second")):
+        earlier = len(backend.calls)
+        options = RunOptions(data=tiny_dataset, model="fake:counting", out=out, shots=(k,), batch_size=4)
+        run(options, report=quiet, backend=backend)
+        calls = backend.calls[earlier:]
+        (entry,) = json.loads((out / "counting_run.json").read_text())["runs"]
+        assert entry["timing"]["backend_spent"] == {
+            "seconds": {"prefill": 0.25 * len(calls)},
+            "work": {"lm_tokens": 10 * sum(calls), "out_of_memory": 0},
+        }
+    assert backend.work["lm_tokens"] > 10 * sum(calls)  # the backend's own counters hold both runs
+    run(
+        RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path / "plain", shots=(1,)),
+        report=quiet,
+    )
+    (entry,) = json.loads((tmp_path / "plain" / "random_run.json").read_text())["runs"]
+    assert "backend_spent" not in entry["timing"]
+
+
 def test_windows_take_their_sizes_in_turn_the_last_repeated():
     from audioicl.inference.runner import Work, windows
     from audioicl.records import Episode, Query

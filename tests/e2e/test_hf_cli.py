@@ -54,6 +54,10 @@ def test_run_score_report(built, tiny_checkpoints, tmp_path, family):
     record = json.loads((out / f"{name}_run.json").read_text())
     info = record["runs"][-1]["backend_info"]
     assert info["dtype"] == "float32" and info["device"] == "cpu" and info["transformers"]
+    assert info["allocator"] == {"asked": "auto", "used": "default"}  # expandable segments are for CUDA
+    spent = record["runs"][-1]["timing"]["backend_spent"]  # where this run's time went, what it computed
+    assert spent["work"]["out_of_memory"] == 0 and spent["work"]["lm_tokens"] > 0
+    assert spent["seconds"]["features"] > 0 and spent["seconds"]["generate"] > 0
 
     again = audioicl(
         "run", "--data", built, "--model", model, "--out", out, "-o", "dtype=fp32", "-o", "device=cpu"

@@ -375,11 +375,36 @@ def finish_run_record(folder: Path, record: Record, timing: Mapping[str, Any]) -
         lock.release()
 
 
+def backend_counters(backend: Any) -> dict[str, dict[str, float]]:
+    """What a backend counts of its work, where it does (the hf backend's ``seconds`` by phase and ``work``:
+    clips encoded, positions read, attempts out of memory), copied as they stand."""
+    return {
+        name: dict(counts)
+        for name in ("seconds", "work")
+        if isinstance(counts := getattr(backend, name, None), dict)
+    }
+
+
+def backend_spent(
+    before: Mapping[str, Mapping[str, float]], after: Mapping[str, Mapping[str, float]]
+) -> Record:
+    """The counters' growth from ``before`` to ``after``, seconds to the millisecond (a backend may serve
+    several runs: only this one's share is its)."""
+    spent: Record = {}
+    for name, counts in after.items():
+        was = before.get(name, {})
+        grown = {key: value - was.get(key, 0) for key, value in counts.items()}
+        spent[name] = {key: round(v, 3) if name == "seconds" else v for key, v in grown.items()}
+    return spent
+
+
 @contextlib.contextmanager
-def timed_run(folder: Path, record: Record) -> Iterator[None]:
+def timed_run(folder: Path, record: Record, backend: Any = None) -> Iterator[None]:
     """Around the work of a run whose record is written: when it ends, however it ends, its entry gets the
-    time the backend was ready (the start of the block), the finish, the wall time and the outcome."""
+    time the backend was ready (the start of the block), the finish, the wall time and the outcome, and
+    what ``backend`` counts of its own work during the block (``backend_spent``)."""
     loaded = utc_now()
+    before = backend_counters(backend)
     outcome: dict[str, Any] = {"outcome": "completed"}
     try:
         yield
@@ -401,6 +426,9 @@ def timed_run(folder: Path, record: Record) -> Iterator[None]:
             "wall_s": _seconds_between(started, finished),
             **outcome,
         }
+        spent = backend_spent(before, backend_counters(backend))
+        if spent:
+            timing["backend_spent"] = spent
         with contextlib.suppress(AudioICLError, OSError):  # the run's own outcome matters more
             finish_run_record(folder, record, timing)
 

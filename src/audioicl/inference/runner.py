@@ -822,7 +822,7 @@ def _run_in(
             )
         stop.backend = backend
         update_run_record(folder, with_backend(record, backend))
-        with timed_run(folder, record):  # the entry's finish, wall time and outcome, however it ends
+        with timed_run(folder, record, backend):  # the entry's finish, wall time, outcome and backend's work
             family = getattr(backend, "family", None) or system_family(options.model.name)
             maker = PromptMaker(
                 options,
