@@ -53,6 +53,7 @@ def main() -> None:
         }
         rows = {}
         for label, setting in settings.items():
+            backend._direct_features = None  # checked afresh against the processor's call, as a run does
             with setting:
                 prepared_once(backend, requests)
                 runs = [prepared_once(backend, requests) for _ in range(args.repeats)]

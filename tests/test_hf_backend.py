@@ -227,6 +227,46 @@ def test_qwen3_omni_clip_features_are_its_processors_without_the_text(backends):
     assert AudioFamily.clip_features(family, processor, waves, backend.sampling_rate) is None  # the default
 
 
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ("tokens", "count [1] audio tokens"),  # another release counting tokens otherwise
+        ("features", "features differ"),  # other kwargs: other features
+        ("signature", "TypeError"),  # another helper's signature
+    ],
+)
+def test_clip_features_that_are_not_the_processors_turn_off_once_with_the_processors_features(
+    backends, monkeypatch, caplog, fault, said
+):
+    """``clip_features`` are checked against the processor's own call on the first clips asked: where they
+    differ (or cannot be made), the run takes the processor's call from then on, said once."""
+    backend = backends["qwen3-omni"]
+    family = type(backend.model_family)
+    real = family.clip_features
+    calls = []
+
+    def other(self, processor, waves, sampling_rate, **extract):
+        calls.append(len(waves))
+        if fault == "signature":
+            raise TypeError("_get_feat_extract_output_lengths() takes 1 positional argument but 2 were given")
+        features, mask, tokens = real(self, processor, waves, sampling_rate, **extract)
+        return (features + 1, mask, tokens) if fault == "features" else (features, mask, [1] * len(tokens))
+
+    monkeypatch.setattr(family, "clip_features", other)
+    monkeypatch.setattr(backend, "_direct_features", None)
+    clips = [noise(1.5, 21), noise(2.5, 22)]
+    with caplog.at_level("WARNING", logger="audioicl.backends"):
+        made = [backend._extract([clip])[0] for clip in clips]
+    assert calls == [1] and backend._direct_features is False  # tried on the first clip only
+    (warning,) = [r.getMessage() for r in caplog.records if "through its processor's call" in r.getMessage()]
+    assert said in warning  # once, saying why
+    monkeypatch.setattr(family, "clip_features", AudioFamily.clip_features)
+    assert all(
+        torch.equal(m.features, alone.features) and m.tokens == alone.tokens
+        for m, alone in zip(made, (backend._extract([clip])[0] for clip in clips), strict=True)
+    )
+
+
 @pytest.mark.parametrize("family", ["qwen2-audio", "qwen2.5-omni"])
 def test_cached_features_equal_the_processors_batched_output(backends, family):
     """Per-clip features from the cache give the model exactly what one processor call over the batch does."""

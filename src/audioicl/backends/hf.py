@@ -461,6 +461,16 @@ def set_aside_generation_settings(model: Any) -> dict[str, Any]:
     return set_aside
 
 
+def _differs(made: tuple[Any, Any, list[int]], reference: tuple[Any, Any, list[int]]) -> str:
+    """Why ``made`` (features, mask, tokens) is not ``reference``; empty where they are equal."""
+    for name, ours, theirs in zip(("features", "valid frames"), made[:2], reference[:2], strict=True):
+        if ours.shape != theirs.shape or not torch.equal(ours, theirs.to(ours.dtype)):
+            return f"its clip_features' {name} differ from the processor's call"
+    if list(made[2]) != list(reference[2]):
+        return f"its clip_features count {list(made[2])} audio tokens, the processor {list(reference[2])}"
+    return ""
+
+
 def _positions(rows: Sequence[Row]) -> int:
     """What a batch of the reuse path's rows costs the prefill: rows times the longest."""
     return len(rows) * max(row.length for row in rows)
@@ -533,6 +543,7 @@ class HFBackend:
             ("encoded_clips", "encoded_audio_tokens", "lm_tokens", "lm_padding", "out_of_memory"), 0
         )
         self._failed_footprints: dict[str, int] = {}  # the smallest that ran out of memory, by measure
+        self._direct_features: bool | None = None  # the family's clip_features in use (None: not checked yet)
         tokenizer.padding_side = "left"
         self.parts: ModelParts | None = None
         if self.reuse != "off":
@@ -634,19 +645,48 @@ class HFBackend:
         return made
 
     def _features_of(self, clips: Sequence[AudioPart]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-        """The clips' features (one row each), the masks of their valid frames and their audio tokens."""
+        """The clips' features (one row each), the masks of their valid frames and their audio tokens: the
+        family's ``clip_features`` where it has them and they proved equal to the processor's own call on
+        the first clips asked (``_direct_features``), else that call."""
         on_device = {"device": str(self.device)} if self._features_on_device else {}  # mel on the GPU
         waves = [clip.wave for clip in clips]
-        if self.trim_to is None:
-            made = self.model_family.clip_features(self.processor, waves, self.sampling_rate, **on_device)
+        if self.trim_to is None and self._direct_features is not False:
+            made = self._direct(waves, on_device)
             if made is not None:
                 return made
+        return self._processor_features(waves, on_device)
+
+    def _direct(self, waves: list[Any], on_device: dict[str, str]) -> Any:
+        """The family's ``clip_features`` of ``waves``, checked once against the processor's call: a
+        transformers release whose processor makes them otherwise (other kwargs, another token count) or
+        cannot make them so turns them off for the run, said once in the log."""
+        if self._direct_features:
+            return self.model_family.clip_features(self.processor, waves, self.sampling_rate, **on_device)
+        try:
+            made = self.model_family.clip_features(self.processor, waves, self.sampling_rate, **on_device)
+        except (
+            ImportError,
+            AttributeError,
+            TypeError,
+        ) as exc:  # another release: another helper or signature
+            made, why = None, f"{type(exc).__name__}: {exc}"
+        else:
+            why = "" if made is None else _differs(made, self._processor_features(waves, on_device))
+        self._direct_features = made is not None and not why
+        if why:
+            log.warning("hf backend: %s features through its processor's call: %s", self.name, why)
+        return made if self._direct_features else None
+
+    def _processor_features(
+        self, waves: list[Any], on_device: dict[str, str]
+    ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """One processor call over ``waves``, each with its own one-placeholder text."""
         trim = {}
         if self.trim_to is not None:
             longest = max(len(wave) for wave in waves)
             trim = {"audio_kwargs": {"max_length": min(self.trim_to, longest + TRIM_MARGIN_SAMPLES)}}
         out = self.processor(
-            text=[self.model_family.placeholder] * len(clips),
+            text=[self.model_family.placeholder] * len(waves),
             audio=waves,
             sampling_rate=self.sampling_rate,
             return_tensors="pt",
