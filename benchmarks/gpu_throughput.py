@@ -240,8 +240,10 @@ class Timed:
 
 
 def timed_run(backend: HFBackend, options: RunOptions) -> Timed:
-    """The runner over ``options`` on ``backend``, from empty caches and counters whatever ran before."""
+    """The runner over ``options`` on ``backend``, from empty caches and counters whatever ran before (and with
+    no batch size remembered as too large: each timed run learns it as a run of its own process would)."""
     backend.clear_caches()
+    backend._failed_footprints.clear()
     backend.seconds = dict.fromkeys(backend.seconds, 0.0)
     backend.work = dict.fromkeys(backend.work, 0)
     torch.cuda.synchronize()
