@@ -542,7 +542,7 @@ class HFBackend:
         self.work = dict.fromkeys(
             ("encoded_clips", "encoded_audio_tokens", "lm_tokens", "lm_padding", "out_of_memory"), 0
         )
-        self._failed_footprints: dict[str, int] = {}  # the smallest that ran out of memory, by measure
+        self._failed_footprints: dict[Callable, int] = {}  # the smallest that ran out of memory, by measure
         self._direct_features: bool | None = None  # the family's clip_features in use (None: not checked yet)
         tokenizer.padding_side = "left"
         self.parts: ModelParts | None = None
@@ -662,13 +662,9 @@ class HFBackend:
         cannot make them so turns them off for the run, said once in the log."""
         if self._direct_features:
             return self.model_family.clip_features(self.processor, waves, self.sampling_rate, **on_device)
-        try:
+        try:  # the errors caught: another transformers release, another helper or signature
             made = self.model_family.clip_features(self.processor, waves, self.sampling_rate, **on_device)
-        except (
-            ImportError,
-            AttributeError,
-            TypeError,
-        ) as exc:  # another release: another helper or signature
+        except (ImportError, AttributeError, TypeError) as exc:
             made, why = None, f"{type(exc).__name__}: {exc}"
         else:
             why = "" if made is None else _differs(made, self._processor_features(waves, on_device))
@@ -940,7 +936,7 @@ class HFBackend:
 
         The retry happens after the ``except`` block: inside it, the exception's traceback still holds the
         failed attempt's activations, and the retry would run out of memory too."""
-        size, failed = footprint(batch), self._failed_footprints.get(footprint.__name__)
+        size, failed = footprint(batch), self._failed_footprints.get(footprint)
         if len(batch) == 1 or failed is None or size < failed:
             started = time.perf_counter()
             try:
@@ -952,7 +948,7 @@ class HFBackend:
             self._free_cache()
             self.seconds["lost"] += time.perf_counter() - started
             self.work["out_of_memory"] += 1
-            self._failed_footprints[footprint.__name__] = min(size, failed or size)
+            self._failed_footprints[footprint] = min(size, failed or size)
             log.warning(
                 "hf backend: out of memory on %d prompts (%s %d); halving it, and any batch as large "
                 "from now on",

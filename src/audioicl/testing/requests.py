@@ -40,7 +40,8 @@ def packed_rows(backend: Any, requests: list[Request]) -> tuple[list[Any], dict[
     prepared, failed = backend.prepare(requests)
     rows, clips, refused = backend.pack(prepared)
     if failed or refused:
-        raise RuntimeError(f"prompts the backend refused: { ({**failed, **refused}) }")
+        problems = {**failed, **refused}
+        raise RuntimeError(f"prompts the backend refused: {problems}")
     return rows, clips
 
 
