@@ -19,6 +19,7 @@
 #   bash benchmarks/gpu_pending.sh voxtral       # Voxtral's row, now on the fast path (45 prompts)
 #   bash benchmarks/gpu_pending.sh whole FAMILY  # the whole benchmark (300 episodes a task, 13,500 prompts)
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
+#   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
 #
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
 set -euo pipefail
@@ -118,8 +119,17 @@ case "$part" in
     "$py" benchmarks/thread_contention.py --data /tmp/B5 --families qwen2.5-omni,qwen3-omni --limit 5 --batch-size 64 \
       --json "$out/contend.json"
     ;;
+  together)
+    build 20
+    # one process each (the first timed model is slower); Qwen2-Audio's KV (32 full heads) leaves room for 2
+    for run in qwen3-omni:1,2,4 qwen2.5-omni:1,2,4 qwen2-audio:1,2; do
+      "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "${run%%:*}" --reuse prefix --batch-size 128 \
+        --speeds graphs --logit-episodes 0 --repeats 1 --decode-batches "${run#*:}" \
+        --json "$out/together_${run%%:*}.json"
+    done
+    ;;
   *)
-    echo "unknown part $part: families, omni, pack, attention, before, omni20, ramp, same20, encode, voxtral, whole or contend" >&2
+    echo "unknown part $part: families, omni, pack, attention, before, omni20, ramp, same20, encode, voxtral, whole, contend or together" >&2
     exit 2
     ;;
 esac

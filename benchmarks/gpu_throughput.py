@@ -125,10 +125,17 @@ def clip_seconds(data: Path, paths: list[str], cache: dict[str, float]) -> float
 
 
 def measure(
-    model, processor, family: str, reuse: str, args: argparse.Namespace, ceiling: float, speed: str = "off"
+    model,
+    processor,
+    family: str,
+    reuse: str,
+    args: argparse.Namespace,
+    ceiling: float,
+    speed: str = "off",
+    decode_batches: str = "auto",
 ) -> tuple[dict, dict[str, str | None]]:
-    """One timed run of the real runner over the build with ``reuse`` and the fast paths of ``speed``, after
-    a one-prompt warm-up; its row, and its answers by request key."""
+    """One timed run of the real runner over the build with ``reuse``, the fast paths of ``speed`` and
+    ``-o decode_batches``, after a one-prompt warm-up; its row, and its answers by request key."""
     uncompile_decoder(PARTS[family](model).decoder)  # what an earlier run compiled in place
     compile, cuda_graphs = SPEEDS[speed]
     backend = HFBackend.around(
@@ -140,6 +147,7 @@ def measure(
         compile=compile,
         cuda_graphs=cuda_graphs,
         packed=args.pack and reuse != "off",
+        decode_batches=decode_batches,
     )
     counts = parameter_counts(model)
     out = Path(tempfile.mkdtemp(prefix=f"gpu-{family}-{reuse}-"))
@@ -220,7 +228,11 @@ def measure(
         "backend_host_s": spent["in_generate"] - on_gpu - spent["lost"],
         "out_of_memory": work["out_of_memory"],
         "lost_s": spent["lost"],
-        "paths": {k: v for k, v in backend.info.items() if k in ("compile", "cuda_graphs", "experts")},
+        "paths": {
+            k: v
+            for k, v in backend.info.items()
+            if k in ("compile", "cuda_graphs", "experts", "decode_batches")
+        },
         "wall_s_runs": walls,
     }, answers
 
@@ -486,6 +498,11 @@ def main() -> None:
         help="with --encode-ms, also time the encoder at these clips per call (hf.ENCODE_CLIPS is one)",
     )
     parser.add_argument("--pack", action="store_true", help="audio/prefix runs with -o pack=on (row packing)")
+    parser.add_argument(
+        "--decode-batches",
+        default="auto",
+        help="audio/prefix runs at each of these -o decode_batches, e.g. 1,2,4 (batches decoded together)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per row (the row is the median's)")
     parser.add_argument(
         "--cache", default="dynamic", choices=("dynamic", "static"), help="KV cache of reuse=off"
@@ -523,9 +540,14 @@ def main() -> None:
         ]
         if index == 0 and args.batch_sizes:
             runs += [("prefix", int(b)) for b in args.batch_sizes.split(",") if int(b) != args.batch_size]
-        runs = [(reuse, batch, speed) for reuse, batch in runs for speed in run_speeds(reuse, args.speeds)]
+        runs = [
+            (reuse, batch, speed, together)
+            for reuse, batch in runs
+            for speed in run_speeds(reuse, args.speeds)
+            for together in (["auto"] if reuse == "off" else args.decode_batches.split(","))
+        ]
         answers: dict[str, dict[str, str | None]] = {}
-        for reuse, batch, speed in runs:
+        for reuse, batch, speed, together in runs:
             limit = args.omni_limit if family != "qwen2-audio" and args.omni_limit else args.limit
             if reuse == "off" and args.off_limit:
                 limit = min(limit or args.off_limit, args.off_limit)
@@ -533,13 +555,19 @@ def main() -> None:
                 limit = min(limit or args.audio_limit, args.audio_limit)
             run_args = argparse.Namespace(**{**vars(args), "limit": limit, "batch_size": batch})
             label = f"{family}, reuse={reuse}, b{batch}" + (f", {speed}" if reuse != "off" else "")
-            rows[label], answers[label] = measure(model, processor, family, reuse, run_args, ceiling, speed)
+            label += f", d{together}" if together != "auto" else ""
+            rows[label], answers[label] = measure(
+                model, processor, family, reuse, run_args, ceiling, speed, together
+            )
             reference = next((a for name, a in answers.items() if "reuse=off" in name), None)
-            eager = next((a for name, a in answers.items() if name.endswith(f"b{batch}, off")), None)
+            eager = next((a for name, a in answers.items() if f"b{batch}, off" in name), None)
+            first = next((a for name, a in answers.items() if "reuse=off" not in name), None)
             if reference is not None and reuse != "off":
                 rows[label]["same_as_off"] = same_answers(answers[label], reference)
             if eager is not None and speed != "off":
                 rows[label]["same_as_eager"] = same_answers(answers[label], eager)
+            if first is not None and first is not answers[label]:  # --decode-batches, --batch-sizes
+                rows[label]["same_as_first_reuse_run"] = same_answers(answers[label], first)
             print(label, json.dumps(rounded(rows[label])), flush=True)
         if args.step_ms:
             steps[family] = decode_step_ms(model, processor, family, args)

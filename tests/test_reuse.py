@@ -137,6 +137,11 @@ def test_reuse_options_are_checked():
     with pytest.raises(AudioICLError, match="needs reuse=audio"):
         HFSettings.parse({"pack": "on", "reuse": "off"})
     assert HFSettings.parse({"cache": "static", "reuse": "off"}).cache == "static"
+    assert HFSettings.parse({}).decode_batches == "auto"
+    assert HFSettings.parse({"decode_batches": 3}).decode_batches == "3"
+    for wrong in ("0", "two", "-1", "1.5"):
+        with pytest.raises(AudioICLError, match="decode_batches must be auto or a whole number"):
+            HFSettings.parse({"decode_batches": wrong})
 
 
 # --------------------------------------------------------------------------- the runner's windows
@@ -225,16 +230,21 @@ def test_every_fast_path_family_answers_as_generate_from_scratch(fast_path_famil
 
 def assert_reuse_answers_equal_generate(prefix: HFBackend, root: Path) -> None:
     """Every task at k = 1..5: the same answers from scratch (``reuse=off``), with each clip encoded once
-    (``audio``), with each episode's prefix shared (``prefix``, the backend's default) and with rows packed."""
+    (``audio``), with each episode's prefix shared (``prefix``, the backend's default), with rows packed, and
+    with three batches read one by one and decoded together (alone and packed)."""
     assert prefix.reuse == "prefix" and prefix.info["reuse"] == "prefix"
     requests = episode_major_requests(root, prefix.family)
     assert len({r.task for r in requests}) == 9 and {r.k for r in requests} == {1, 2, 3, 4, 5}
     config = GenerationConfig(max_new_tokens=6, batch_size=7)  # several batches, rows of unequal length
     answers = {}
-    for reuse in ("off", "audio", "prefix", "packed"):
-        backend = {"prefix": prefix, "packed": replace(prefix, packed=True)}.get(reuse) or with_reuse(
-            prefix, reuse
-        )
+    variants = {
+        "prefix": prefix,
+        "packed": replace(prefix, packed=True),
+        "together": replace(prefix, decode_batches="3"),
+        "packed together": replace(prefix, packed=True, decode_batches="3"),
+    }
+    for reuse in ("off", "audio", *variants):
+        backend = variants.get(reuse) or with_reuse(prefix, reuse)
         backend.embeddings.clear()  # the backend is the session's: count what this run encodes
         encoded_before, work_before = backend.embeddings.encoded, backend.work["encoded_clips"]
         responses = backend.generate(requests, config)
@@ -247,6 +257,7 @@ def assert_reuse_answers_equal_generate(prefix: HFBackend, root: Path) -> None:
     assert answers["audio"] == answers["off"]
     assert answers["prefix"] == answers["off"]
     assert answers["packed"] == answers["off"]
+    assert answers["together"] == answers["packed together"] == answers["off"]
     assert len({text for text, _ in answers["off"]}) > 1  # the answers say something about the prompts
 
 
@@ -301,6 +312,55 @@ def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_ep
     monkeypatch.setattr(backend, "_generate_rows", always)
     failed = backend.generate(requests, config)
     assert all(r.text is None and "out of memory on the smallest batch" in r.error for r in failed)
+
+
+def test_batches_decoded_together_join_their_caches_or_fall_back_to_one_at_a_time(
+    prefix_backends, one_episode_each, monkeypatch, caplog
+):
+    from audioicl.backends import reuse
+
+    backend = replace(prefix_backends["qwen2-audio"], decode_batches="3")
+    assert backend.info["decode_batches"] == {"asked": "3", "used": 3}
+    requests = episode_major_requests(one_episode_each, backend.family)
+    config = GenerationConfig(max_new_tokens=4, batch_size=7)
+    expected = [r.text for r in with_reuse(backend, "off").generate(requests, config)]
+    joined: list[list[int]] = []
+    real = reuse.join_caches
+
+    def counted(caches, filled):
+        joined.append([cache.layers[0].keys.shape[0] for cache in caches])
+        return real(caches, filled)
+
+    monkeypatch.setattr(reuse, "join_caches", counted)
+    assert [r.text for r in backend.generate(requests, config)] == expected
+    assert max(len(rows) for rows in joined) == 3  # 21 prompts a decode, read 7 (two rows of 5) at a time
+    assert sum(map(sum, joined)) == 9  # every episode's row read once
+
+    def refused(caches, filled):
+        raise reuse.CachesNotJoinable("transformers 9.0's static cache keeps no keys")
+
+    monkeypatch.setattr(
+        reuse,
+        "join_caches",
+        lambda caches, filled: caches[0] if len(caches) == 1 else refused(caches, filled),
+    )
+    with caplog.at_level("WARNING", logger="audioicl.backends"):
+        assert [r.text for r in backend.generate(requests, config)] == expected
+        assert [r.text for r in backend.generate(requests, config)] == expected
+    said = [r.getMessage() for r in caplog.records if "decode_batches 1" in r.getMessage()]
+    assert len(said) == 1 and "keeps no keys" in said[0]
+    assert backend.decoded_together == 1
+    assert backend.info["decode_batches"] == {
+        "asked": "3",
+        "used": 1,
+        "fallback": "transformers 9.0's static cache keeps no keys",
+    }
+
+
+def test_the_cpu_decodes_each_batch_alone_unless_asked(prefix_backends):
+    backend = prefix_backends["qwen2.5-omni"]
+    assert backend.decoded_together == 1
+    assert backend.info["decode_batches"] == {"asked": "auto", "used": 1}
 
 
 # --------------------------------------------------------------------------- trimmed features, valid frames

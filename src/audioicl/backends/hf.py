@@ -35,7 +35,9 @@ decode step as a CUDA graph, ``graphs``; auto: graphs on where there is a CUDA d
 on|off (the reuse path packs a batch's rows into fewer rows no longer than its longest, so that the prefill
 computes no padding positions between them; off by default: no gain measured on an H100, docs/measurements.md),
 ``allocator`` auto|expandable|default (the CUDA caching allocator's expandable segments, ``configure_allocator``;
-auto: on a CUDA device unless ``PYTORCH_CUDA_ALLOC_CONF`` is set).
+auto: on a CUDA device unless ``PYTORCH_CUDA_ALLOC_CONF`` is set), ``decode_batches`` auto|N (the reuse path
+reads its prompts a batch at a time and decodes N batches' prompts together, ``reuse.prefill``: a decode step
+reads every weight whatever its batch; auto: ``AUTO_DECODE_BATCHES`` by device, 1 on the CPU).
 """
 
 from __future__ import annotations
@@ -89,12 +91,14 @@ from .reuse import (
     ENCODER_WINDOWS,
     PARTS,
     REUSE_MODES,
+    CachesNotJoinable,
     EmbeddingCache,
     ModelParts,
     Row,
     batches,
     generate_rows,
     pack,
+    runs,
     token_sequence,
 )
 
@@ -111,6 +115,7 @@ OPTIONS = (
     "cuda_graphs",
     "pack",
     "allocator",
+    "decode_batches",
 )
 log = logging.getLogger("audioicl.backends")
 CACHES = ("dynamic", "static")
@@ -120,6 +125,10 @@ ATTENTION = ("sdpa", "flash_attention_2", "eager")
 ALLOCATORS = ("auto", "expandable", "default")
 PREFETCH_CLIPS = 64  # clips per processor call when extracting ahead
 ENCODE_CLIPS = 32  # clips per audio encoder call of the reuse path
+# batches of the reuse path decoded together where ``decode_batches`` is auto, by device type: a decode step
+# reads every weight (every expert of an MoE) whatever its batch, so more prompts a step is nearly free on
+# a GPU; the CPU computes each prompt's step in full, so it gains nothing there
+AUTO_DECODE_BATCHES = {"cuda": 2}
 # A trimmed extraction pads a call's clips with this many zero samples past the longest instead of to the
 # window (and keeps this many frames past each clip's valid ones): every frame the encoder's kept outputs
 # read then comes out as over the whole window (tests/test_reuse.py compares them).
@@ -146,6 +155,7 @@ class HFSettings:
     cuda_graphs: str = "auto"
     pack: str = "off"
     allocator: str = "auto"
+    decode_batches: str = "auto"
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> HFSettings:
@@ -187,6 +197,12 @@ class HFSettings:
             raise AudioICLError(
                 f"backend option allocator must be one of {', '.join(ALLOCATORS)}, got {allocator!r}"
             )
+        decode_batches = str(options.get("decode_batches", "auto"))
+        if decode_batches != "auto" and not (decode_batches.isdigit() and int(decode_batches) >= 1):
+            raise AudioICLError(
+                f"backend option decode_batches must be auto or a whole number of batches, at least 1, "
+                f"got {decode_batches!r}"
+            )
         remote = str(options.get("trust_remote_code", "false")).lower()
         if remote not in ("true", "false", "1", "0", "yes", "no"):
             raise AudioICLError(f"backend option trust_remote_code must be true or false, got {remote!r}")
@@ -201,6 +217,7 @@ class HFSettings:
             encoder=encoder,
             pack=pack,
             allocator=allocator,
+            decode_batches=decode_batches,
             **speed,
         )
 
@@ -498,6 +515,7 @@ class HFBackend:
     compile: str = "auto"  # graphs.SPEED_MODES: the reuse path's decoder norms and MLPs compiled
     cuda_graphs: str = "auto"  # graphs.SPEED_MODES: the reuse path's decode step as a CUDA graph
     packed: bool = False  # -o pack=on: a batch's rows of the reuse path packed (``reuse.pack_rows``)
+    decode_batches: str = "auto"  # batches of the reuse path read one by one and decoded together
 
     def __post_init__(self) -> None:
         self.extractor = audio_extractor(self.processor)
@@ -550,6 +568,12 @@ class HFBackend:
             self.parts = PARTS[self.model_family.name](self.model, self.encoder)
         self.embeddings = EmbeddingCache(self.audio_cache_mb * 2**20)
         self.paths = FastPaths.resolve(self.compile, self.cuda_graphs, self.device)
+        self.decoded_together = (
+            AUTO_DECODE_BATCHES.get(self.device.type, 1)
+            if self.decode_batches == "auto"
+            else int(self.decode_batches)
+        )
+        self._decode_batches_fallback = ""  # why decoded_together fell back to 1 (``_join_refused``)
         if self.parts is None:  # transformers' generate: neither path applies
             self.paths.compile = self.paths.cuda_graphs = False
         elif self.paths.compile:
@@ -851,28 +875,34 @@ class HFBackend:
     def _generate_rows(
         self, rows: Sequence[Row], clips: dict[str, ClipFeatures], config: GenerationConfig
     ) -> dict[int, Response]:
-        """Greedy answers of the prompts packed in ``rows`` (the reuse path)."""
+        """Greedy answers of the prompts packed in ``rows`` (the reuse path): read ``config.batch_size``
+        prompts at a time, decoded together (``decode_batches``)."""
         assert self.parts is not None
         parts = self.parts
+        read_prompts = max(config.batch_size, 1) if self.decoded_together > 1 else None
         with torch.inference_mode():
             audio = self._embeddings(clips)
             started = time.perf_counter()
-            tokens = compiled_or_eager(
-                lambda: generate_rows(
-                    parts,
-                    rows,
-                    audio,
-                    config.max_new_tokens,
-                    self.stop_ids,
-                    self.pad_token_id,
-                    self.model.dtype,
-                    self.device,
-                    self.seconds,
+            try:
+                tokens = compiled_or_eager(
+                    lambda: generate_rows(
+                        parts,
+                        rows,
+                        audio,
+                        config.max_new_tokens,
+                        self.stop_ids,
+                        self.pad_token_id,
+                        self.model.dtype,
+                        self.device,
+                        self.seconds,
+                        self.paths,
+                        read_prompts,
+                    ),
+                    parts.decoder,
                     self.paths,
-                ),
-                parts.decoder,
-                self.paths,
-            )
+                )
+            except CachesNotJoinable as exc:
+                return self._join_refused(rows, clips, config, str(exc))
         self.seconds["generate"] += time.perf_counter() - started
         if self.paths.why_not:  # a path fell back during this batch: the record says so
             self.info = {**self.info, **self._paths_info()}
@@ -884,11 +914,24 @@ class HFBackend:
             for member in row.members
         }
         self.work["lm_tokens"] += sum(row.length for row in rows)
-        self.work["lm_padding"] += len(rows) * max(row.length for row in rows) - sum(
-            row.length for row in rows
-        )
+        for run in runs(rows, read_prompts or len(responses)):  # each read padded to its own longest
+            self.work["lm_padding"] += len(run) * max(row.length for row in run) - sum(r.length for r in run)
         self.work["lm_tokens"] += sum(r.usage.output_tokens for r in responses.values())
         return responses
+
+    def _join_refused(
+        self, rows: Sequence[Row], clips: dict[str, ClipFeatures], config: GenerationConfig, why: str
+    ) -> dict[int, Response]:
+        """Decode each batch alone from now on (``decode_batches`` 1), said once and recorded; ``rows``
+        again, one batch at a time (nothing of the refused attempt is kept: it stopped before decoding)."""
+        self.decoded_together = 1
+        self._decode_batches_fallback = why
+        self.info = {**self.info, **self._paths_info()}
+        log.warning("hf backend: decode_batches 1, each batch decoded alone: %s", why)
+        answered: dict[int, Response] = {}
+        for run in runs(rows, max(config.batch_size, 1)):
+            answered.update(self._generate_rows(run, self._clips_of(run, clips), config))
+        return answered
 
     def _paths_info(self) -> dict[str, Any]:
         """The fast paths (``graphs.FastPaths.info``), the reuse path's attention and the MoE experts
@@ -896,7 +939,12 @@ class HFBackend:
         config = self.model.config.get_text_config()
         experts = getattr(config, "_experts_implementation", None) if hasattr(config, "num_experts") else None
         made = {**self.paths.info(), **({"experts": experts} if experts else {})}
-        return {**made, "attention": self.parts.attention()} if self.parts is not None else made
+        if self.parts is None:
+            return made
+        decode = {"asked": self.decode_batches, "used": self.decoded_together}
+        if self._decode_batches_fallback:
+            decode["fallback"] = self._decode_batches_fallback
+        return {**made, "attention": self.parts.attention(), "decode_batches": decode}
 
     def _embeddings(self, clips: dict[str, ClipFeatures]) -> dict[str, torch.Tensor]:
         """Each clip's audio embedding, from the cache or through the encoder (longest first, in chunks)."""
@@ -985,7 +1033,8 @@ class HFBackend:
         if self.parts is not None and config.temperature <= 0:
             rows, clips, failed = self.pack(prepared)
             responses.update(failed)
-            for batch in batches(rows, max(config.batch_size, 1), packed=self.packed):
+            together = max(config.batch_size, 1) * self.decoded_together
+            for batch in batches(rows, together, packed=self.packed):
                 if self._halted:
                     raise GenerationStopped(responses)
                 responses.update(
@@ -1208,4 +1257,5 @@ def make_hf(name: str, **options: object) -> Backend:
         compile=settings.compile,
         cuda_graphs=settings.cuda_graphs,
         packed=settings.pack == "on",
+        decode_batches=settings.decode_batches,
     )

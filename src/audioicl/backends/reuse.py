@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
+import transformers
 from transformers import StaticCache
 from transformers.masking_utils import create_bidirectional_mask
 
@@ -145,15 +146,22 @@ def pack(sequences: Sequence[TokenSequence], share: bool) -> list[Row]:
 def batches(rows: Sequence[Row], prompts: int, packed: bool = False) -> list[list[Row]]:
     """Rows longest first, in batches of at least ``prompts`` prompts (a batch ends with a whole row); with
     ``packed``, each batch's rows packed (``pack_rows``)."""
+    out = runs(sorted(rows, key=lambda r: r.length, reverse=True), prompts)
+    return [pack_rows(batch) for batch in out] if packed else out
+
+
+def runs(rows: Sequence[Row], prompts: int) -> list[list[Row]]:
+    """``rows`` in order, cut into runs of at least ``prompts`` prompts each (the last may hold fewer), a run
+    ending with a whole row."""
     out: list[list[Row]] = []
     count = 0
-    for row in sorted(rows, key=lambda r: r.length, reverse=True):
+    for row in rows:
         if not out or count >= prompts:
             out.append([])
             count = 0
         out[-1].append(row)
         count += len(row.members)
-    return [pack_rows(batch) for batch in out] if packed else out
+    return out
 
 
 def pack_rows(rows: Sequence[Row]) -> list[Row]:
@@ -195,16 +203,17 @@ class Layout:
     def total(self) -> int:
         return self.owner.shape[1]
 
-    def visible(self, queries: slice) -> torch.Tensor:
+    def visible(self, queries: slice, rows: slice = slice(None)) -> torch.Tensor:
         """[rows, queries, total] True where the query position may attend to the key position: its own
         member's earlier positions, its trunk's first ``limit`` positions, and itself (padding only that)."""
         keys = torch.arange(self.total, device=self.owner.device)
         query_ids = keys[queries]
-        owner_q = self.owner[:, queries]
-        same = (owner_q[:, :, None] == self.owner[:, None, :]) & (owner_q[:, :, None] >= 0)
+        owner = self.owner[rows]
+        owner_q = owner[:, queries]
+        same = (owner_q[:, :, None] == owner[:, None, :]) & (owner_q[:, :, None] >= 0)
         causal = keys[None, None, :] <= query_ids[None, :, None]
-        limit_q = torch.gather(self.limit, 1, owner_q.clamp(min=0))
-        from_q = torch.gather(self.trunk_at, 1, owner_q.clamp(min=0))
+        limit_q = torch.gather(self.limit[rows], 1, owner_q.clamp(min=0))
+        from_q = torch.gather(self.trunk_at[rows], 1, owner_q.clamp(min=0))
         in_trunk = (keys[None, None, :] >= from_q[:, :, None]) & (
             keys[None, None, :] < (from_q + limit_q)[:, :, None]
         )
@@ -455,11 +464,42 @@ def prefill(
     pad_id: int,
     dtype: torch.dtype,
     device: torch.device,
+    read_prompts: int | None = None,
 ) -> Prefilled:
     """Read every prompt of ``rows`` (each shared prefix once) with room for ``steps`` more tokens per
-    member. ``audio``: each clip's embedding by digest."""
+    member. ``audio``: each clip's embedding by digest. ``read_prompts``: the rows are read in runs of that
+    many prompts (``runs``), each padded to its own longest row and into a cache of its own, and the caches
+    joined for the decode (``join_caches``): a decode of many prompts for the memory of a prefill of fewer."""
     plan = layout(rows, steps, pad_id, device)
-    embeds = parts.decoder.get_input_embeddings()(plan.ids)
+    keyword = cache_keyword(parts.decoder)
+    caches, logits = [], []
+    first = 0
+    for run in runs(rows, read_prompts or sum(len(row.members) for row in rows)):
+        taken = slice(first, first + len(run))
+        length = max(row.length for row in run)
+        embeds = parts.decoder.get_input_embeddings()(plan.ids[taken, :length])
+        _place_audio(embeds, run, audio)
+        cache = StaticCache(config=parts.text_config, max_cache_len=plan.total)
+        hidden = _read(
+            parts,
+            cache,
+            keyword,
+            inputs_embeds=embeds,
+            attention_mask=additive_mask(plan.visible(slice(0, length), taken), dtype),
+            position_ids=plan.positions[taken, :length],
+            cache_position=torch.arange(length, device=device),
+        )
+        rows_index = torch.arange(len(run), device=device)[:, None]
+        logits.append(parts.head(hidden[rows_index, plan.last[taken]]))
+        caches.append(cache)
+        first += len(run)
+        del embeds, hidden
+    return Prefilled(plan, join_caches(caches, plan.prefill), torch.cat(logits))
+
+
+def _place_audio(embeds: torch.Tensor, rows: Sequence[Row], audio: dict[str, torch.Tensor]) -> None:
+    """Each clip's embedding in place of its audio tokens, where a member reads it itself (a clip inside the
+    shared prefix is the trunk's)."""
     for r, row in enumerate(rows):
         for member in row.members:
             for clip in member.sequence.clips:
@@ -470,18 +510,42 @@ def prefill(
                 embeds[r, at : at + clip.start + clip.tokens - begin] = audio[clip.digest][
                     begin - clip.start :
                 ]
-    cache = StaticCache(config=parts.text_config, max_cache_len=plan.total)
-    hidden = _read(
-        parts,
-        cache,
-        cache_keyword(parts.decoder),
-        inputs_embeds=embeds,
-        attention_mask=additive_mask(plan.visible(slice(0, plan.prefill)), dtype),
-        position_ids=plan.positions[:, : plan.prefill],
-        cache_position=torch.arange(plan.prefill, device=device),
-    )
-    rows_index = torch.arange(len(rows), device=device)[:, None]
-    return Prefilled(plan, cache, parts.head(hidden[rows_index, plan.last]))
+
+
+class CachesNotJoinable(RuntimeError):
+    """transformers' static cache is not laid out as ``join_caches`` reads it (another release)."""
+
+
+def join_caches(caches: Sequence[Any], filled: int) -> Any:
+    """One static cache holding the rows of ``caches`` one after another, its next write at position
+    ``filled`` (where the decode's first slot is, past the longest run's prompt): the first cache, its layers'
+    keys and values replaced by the joined ones layer by layer, the others emptied as it goes (so the join
+    needs one layer's copy more, not the whole cache's).
+
+    transformers' ``StaticLayer`` (5.17 to 5.25) keeps ``keys`` and ``values`` as [rows, heads, length,
+    dim] tensors and writes its next tokens at ``cumulative_length``; a release that keeps them otherwise
+    raises ``CachesNotJoinable``."""
+    if len(caches) == 1:
+        return caches[0]  # it read the longest row: its next write is at ``filled`` already
+    layers = [cache.layers for cache in caches]
+    if not all(
+        all(hasattr(layer, name) for name in ("keys", "values", "cumulative_length"))
+        for cache_layers in layers
+        for layer in cache_layers
+    ):
+        raise CachesNotJoinable(
+            f"transformers {transformers.__version__}'s static cache keeps no keys, values and "
+            "cumulative_length on its layers"
+        )
+    for at, layer in enumerate(layers[0]):
+        others = [cache_layers[at] for cache_layers in layers[1:]]
+        layer.keys = torch.cat([layer.keys, *(other.keys for other in others)])
+        layer.values = torch.cat([layer.values, *(other.values for other in others)])
+        layer.batch_size = layer.keys.shape[0]
+        for other in others:
+            other.keys = other.values = None
+        layer.cumulative_length.fill_(filled)
+    return caches[0]
 
 
 class DecodeStep:
@@ -533,14 +597,16 @@ def generate_rows(
     device: torch.device,
     seconds: dict[str, float] | None = None,
     paths: FastPaths | None = None,
+    read_prompts: int | None = None,
 ) -> dict[int, list[int]]:
     """Greedy tokens (``steps`` at most, fewer once every prompt has stopped) for every prompt in ``rows``,
     by request index. ``seconds``: where the time went is added to its ``prefill`` and ``decode``.
     ``paths``: with CUDA graphs on, the first decode step runs eagerly (compiling and warming what it
-    needs), the rest replay its capture."""
+    needs), the rest replay its capture. ``read_prompts``: the prefill reads that many prompts at a time
+    (``prefill``); all of them are decoded together."""
     seconds = {} if seconds is None else seconds
     started = time.perf_counter()
-    done_reading = prefill(parts, rows, audio, steps - 1, pad_id, dtype, device)
+    done_reading = prefill(parts, rows, audio, steps - 1, pad_id, dtype, device, read_prompts)
     plan, cache = done_reading.plan, done_reading.cache
     tokens = done_reading.logits.argmax(-1)  # [rows, width]
     generated = [tokens]
