@@ -20,6 +20,7 @@
 #   bash benchmarks/gpu_pending.sh whole FAMILY  # the whole benchmark (300 episodes a task, 13,500 prompts)
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
+#   bash benchmarks/gpu_pending.sh ahead FAMILY  # its 20-episode mix, -o encode_ahead=off and on (defaults else)
 #
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
 set -euo pipefail
@@ -128,8 +129,14 @@ case "$part" in
         --json "$out/together_${run%%:*}.json"
     done
     ;;
+  ahead)
+    family=${2:?ahead needs a family}
+    build 20
+    "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "$family" --reuse prefix --batch-size 128 \
+      --speeds graphs --logit-episodes 0 --repeats 1 --encode-ahead off,on --json "$out/ahead_$family.json"
+    ;;
   *)
-    echo "unknown part $part: families, omni, pack, attention, before, omni20, ramp, same20, encode, voxtral, whole, contend or together" >&2
+    echo "unknown part $part: families, omni, pack, attention, before, omni20, ramp, same20, encode, voxtral, whole, contend, together or ahead" >&2
     exit 2
     ;;
 esac

@@ -133,9 +133,11 @@ def measure(
     ceiling: float,
     speed: str = "off",
     decode_batches: str = "auto",
+    encode_ahead: str = "auto",
 ) -> tuple[dict, dict[str, str | None]]:
-    """One timed run of the real runner over the build with ``reuse``, the fast paths of ``speed`` and
-    ``-o decode_batches``, after a one-prompt warm-up; its row, and its answers by request key."""
+    """One timed run of the real runner over the build with ``reuse``, the fast paths of ``speed``,
+    ``-o decode_batches`` and ``-o encode_ahead``, after a one-prompt warm-up; its row, and its answers by
+    request key."""
     uncompile_decoder(PARTS[family](model).decoder)  # what an earlier run compiled in place
     compile, cuda_graphs = SPEEDS[speed]
     backend = HFBackend.around(
@@ -148,6 +150,7 @@ def measure(
         cuda_graphs=cuda_graphs,
         packed=args.pack and reuse != "off",
         decode_batches=decode_batches,
+        encode_ahead=encode_ahead,
     )
     counts = parameter_counts(model)
     out = Path(tempfile.mkdtemp(prefix=f"gpu-{family}-{reuse}-"))
@@ -217,6 +220,7 @@ def measure(
         "prefill_padding": work["lm_padding"] / max(work["lm_tokens"], 1),
         "features_s": spent["features"],
         "encode_s": spent["encode"],
+        "encode_ahead_s": spent["encode_ahead"],  # in the preparing thread, beside the model's calls
         "generate_s": spent["generate"],
         "prefill_s": spent["prefill"],
         "decode_s": spent["decode"],
@@ -231,7 +235,7 @@ def measure(
         "paths": {
             k: v
             for k, v in backend.info.items()
-            if k in ("compile", "cuda_graphs", "experts", "decode_batches")
+            if k in ("compile", "cuda_graphs", "experts", "decode_batches", "encode_ahead")
         },
         "wall_s_runs": walls,
     }, answers
@@ -347,7 +351,7 @@ def decode_step_ms(model, processor, family: str, args: argparse.Namespace, repe
         audio = backend._embeddings(backend._clips_of(batch, clips))
         # room for every step below: transformers' static cache writes each at its own running count
         room = 4 * repeats + 8
-        done = prefill(backend.parts, batch, audio, room, backend.pad_token_id, model.dtype, backend.device)
+        done = prefill(backend.parts, [batch], audio, room, backend.pad_token_id, model.dtype, backend.device)
         out["keys"] = done.plan.total
         step = DecodeStep(backend.parts, done.plan, done.cache, room, model.dtype)
         step.load(done.logits.argmax(-1), 0)
@@ -438,7 +442,9 @@ def first_logit_errors(model, processor, family: str, per_task: int, data: Path)
             ]
         for batch in batches(rows, 8):
             audio = backend._embeddings(backend._clips_of(batch, clips))
-            done = prefill(backend.parts, batch, audio, 0, backend.pad_token_id, model.dtype, backend.device)
+            done = prefill(
+                backend.parts, [batch], audio, 0, backend.pad_token_id, model.dtype, backend.device
+            )
             for r, row in enumerate(batch):
                 for m, member in enumerate(row.members):
                     errors["reuse"].append(
@@ -503,6 +509,11 @@ def main() -> None:
         default="auto",
         help="audio/prefix runs at each of these -o decode_batches, e.g. 1,2,4 (batches decoded together)",
     )
+    parser.add_argument(
+        "--encode-ahead",
+        default="auto",
+        help="audio/prefix runs at each of these -o encode_ahead, e.g. off,on (clips encoded ahead)",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per row (the row is the median's)")
     parser.add_argument(
         "--cache", default="dynamic", choices=("dynamic", "static"), help="KV cache of reuse=off"
@@ -541,13 +552,14 @@ def main() -> None:
         if index == 0 and args.batch_sizes:
             runs += [("prefix", int(b)) for b in args.batch_sizes.split(",") if int(b) != args.batch_size]
         runs = [
-            (reuse, batch, speed, together)
+            (reuse, batch, speed, together, ahead)
             for reuse, batch in runs
             for speed in run_speeds(reuse, args.speeds)
             for together in (["auto"] if reuse == "off" else args.decode_batches.split(","))
+            for ahead in (["auto"] if reuse == "off" else args.encode_ahead.split(","))
         ]
         answers: dict[str, dict[str, str | None]] = {}
-        for reuse, batch, speed, together in runs:
+        for reuse, batch, speed, together, ahead in runs:
             limit = args.omni_limit if family != "qwen2-audio" and args.omni_limit else args.limit
             if reuse == "off" and args.off_limit:
                 limit = min(limit or args.off_limit, args.off_limit)
@@ -556,8 +568,9 @@ def main() -> None:
             run_args = argparse.Namespace(**{**vars(args), "limit": limit, "batch_size": batch})
             label = f"{family}, reuse={reuse}, b{batch}" + (f", {speed}" if reuse != "off" else "")
             label += f", d{together}" if together != "auto" else ""
+            label += f", ahead {ahead}" if ahead != "auto" else ""
             rows[label], answers[label] = measure(
-                model, processor, family, reuse, run_args, ceiling, speed, together
+                model, processor, family, reuse, run_args, ceiling, speed, together, ahead
             )
             reference = next((a for name, a in answers.items() if "reuse=off" in name), None)
             eager = next((a for name, a in answers.items() if f"b{batch}, off" in name), None)

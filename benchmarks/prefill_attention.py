@@ -46,7 +46,7 @@ def prefill_all(backend: HFBackend, work, steps: int) -> list[torch.Tensor]:
     out = []
     for batch, audio in work:
         done = prefill(
-            backend.parts, batch, audio, steps, backend.pad_token_id, backend.model.dtype, backend.device
+            backend.parts, [batch], audio, steps, backend.pad_token_id, backend.model.dtype, backend.device
         )
         out.append(done.logits.float())
         del done

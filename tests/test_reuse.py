@@ -4,6 +4,7 @@ fp32 models of every family, for every task and k."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -357,6 +358,17 @@ def test_batches_decoded_together_join_their_caches_or_fall_back_to_one_at_a_tim
     }
 
 
+def test_batches_join_a_decode_only_while_their_cache_fits_the_budget(prefix_backends):
+    backend = replace(prefix_backends["qwen2-audio"], decode_batches="3")
+    reads = [[row] for row in pack([sequence(i, str(i), [1] * (10 + i)) for i in range(5)], share=True)]
+    assert [len(group) for group in backend._decode_groups(reads, 2)] == [3, 2]  # no budget: 3 at most
+    # a row of length n, one prompt, 2 steps: n + 2 positions; joined rows pad to the longest
+    backend._kv_budget = 32 * backend._kv_bytes
+    assert [[r.length for r in g] for g in backend._decode_groups(reads, 2)] == [[10, 11], [12, 13], [14]]
+    backend._kv_budget = 1  # a read alone always runs (it is what decode_batches=1 runs)
+    assert [len(group) for group in backend._decode_groups(reads, 2)] == [1, 1, 1, 1, 1]
+
+
 def test_the_cpu_decodes_each_batch_alone_unless_asked(prefix_backends):
     backend = prefix_backends["qwen2.5-omni"]
     assert backend.decoded_together == 1
@@ -414,6 +426,47 @@ def test_prompts_prepared_ahead_give_the_same_answers(prefix_backends, one_episo
     worker.join()
     assert [r.text for r in backend.generate(requests, config)] == expected  # 4 prepared now, 8 ahead
     assert backend._ahead == {}  # each prepared prompt used once
+
+
+def test_clips_encoded_ahead_in_the_preparing_thread_give_the_same_answers(
+    prefix_backends, one_episode_each, tmp_path
+):
+    """``-o encode_ahead=on``: the runner's preparing thread encodes the next window's clips (each distinct
+    clip once in all, whichever thread gets to it), and the answers are those of a run that encodes them in
+    ``generate``."""
+    from audioicl import ModelSpec, RunOptions
+    from audioicl.inference.runner import run
+
+    plain = prefix_backends["qwen2-audio"]
+    assert not plain.encodes_ahead and plain.info["encode_ahead"] == {"asked": "auto", "used": False}
+    ahead = replace(plain, encode_ahead="on")
+    assert ahead.encodes_ahead and ahead.info["encode_ahead"] == {"asked": "on", "used": True}
+    threads: list[str] = []
+    encode = ahead._encode
+
+    def noted(clips):
+        threads.append(threading.current_thread().name)
+        return encode(clips)
+
+    ahead._encode = noted
+    answers = {}
+    for name, backend in (("plain", plain), ("ahead", ahead)):
+        backend.clear_caches()
+        backend.work = dict.fromkeys(backend.work, 0)
+        options = RunOptions(
+            data=one_episode_each,
+            model=ModelSpec("hf", "tiny"),
+            out=tmp_path / name,
+            batch_size=4,
+            max_new_tokens=4,
+        )
+        summary = run(options, report=lambda _: None, backend=backend)
+        lines = [json.loads(line) for k in summary.ks for line in k.path.read_text().splitlines()]
+        answers[name] = {(line["id"], len(line["audio_paths"])): line["response"] for line in lines}
+    assert answers["ahead"] == answers["plain"] and len(answers["plain"]) == 45
+    assert any(name.startswith("audioicl-prepare") for name in threads)  # the windows after the first
+    assert ahead.seconds["encode_ahead"] > 0
+    assert ahead.work["encoded_clips"] == plain.work["encoded_clips"]  # none encoded twice
 
 
 def test_a_prompt_prepared_ahead_is_used_only_for_the_same_request(prefix_backends, one_episode_each):

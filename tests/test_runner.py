@@ -555,7 +555,7 @@ def test_the_first_calls_are_short_so_the_model_starts_while_the_next_window_is_
 class _SlowToPrepare(_Recording):
     """A backend whose own preparation of a window (``prefetch``) takes ``PREPARING_S``."""
 
-    def prefetch(self, requests) -> None:
+    def prefetch(self, requests, config) -> None:
         time.sleep(PREPARING_S)
 
 

@@ -111,7 +111,11 @@ class Backend(Protocol):
 
     Optional, ``stop()``: asks the ``generate`` in hand (and any later one) to return soon, raising
     ``GenerationStopped`` with what it has answered. It is called from a signal handler, in the thread that
-    runs ``generate``: it only sets a flag (no lock, no I/O). A backend without it finishes its call."""
+    runs ``generate``: it only sets a flag (no lock, no I/O). A backend without it finishes its call.
+
+    Optional, ``prefetch(requests, config)``: prepares what it can of ``requests`` for their ``generate``
+    (the runner calls it from its preparing thread for the next window while the current one is answered);
+    whatever it raises is ignored, ``generate`` prepares again what it did not."""
 
     name: str
     family: str

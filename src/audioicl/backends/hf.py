@@ -37,7 +37,9 @@ computes no padding positions between them; off by default: no gain measured on 
 ``allocator`` auto|expandable|default (the CUDA caching allocator's expandable segments, ``configure_allocator``;
 auto: on a CUDA device unless ``PYTORCH_CUDA_ALLOC_CONF`` is set), ``decode_batches`` auto|N (the reuse path
 reads its prompts a batch at a time and decodes N batches' prompts together, ``reuse.prefill``: a decode step
-reads every weight whatever its batch; auto: ``AUTO_DECODE_BATCHES`` by device, 1 on the CPU).
+reads every weight whatever its batch; auto: ``AUTO_DECODE_BATCHES`` by device, 1 on the CPU), ``encode_ahead``
+auto|on|off (the reuse path encodes the next window's clips in the runner's preparing thread, on a stream of
+its own, while the model reads this window's prompts; auto: on a CUDA device).
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -96,8 +98,11 @@ from .reuse import (
     ModelParts,
     Row,
     batches,
+    cache_positions,
     generate_rows,
+    kv_bytes_per_position,
     pack,
+    pack_rows,
     runs,
     token_sequence,
 )
@@ -116,6 +121,7 @@ OPTIONS = (
     "pack",
     "allocator",
     "decode_batches",
+    "encode_ahead",
 )
 log = logging.getLogger("audioicl.backends")
 CACHES = ("dynamic", "static")
@@ -125,10 +131,14 @@ ATTENTION = ("sdpa", "flash_attention_2", "eager")
 ALLOCATORS = ("auto", "expandable", "default")
 PREFETCH_CLIPS = 64  # clips per processor call when extracting ahead
 ENCODE_CLIPS = 32  # clips per audio encoder call of the reuse path
-# batches of the reuse path decoded together where ``decode_batches`` is auto, by device type: a decode step
-# reads every weight (every expert of an MoE) whatever its batch, so more prompts a step is nearly free on
-# a GPU; the CPU computes each prompt's step in full, so it gains nothing there
-AUTO_DECODE_BATCHES = {"cuda": 2}
+# batches of the reuse path decoded together where ``decode_batches`` is auto, by device type, at most: a
+# decode step reads every weight (every expert of an MoE) whatever its batch, so more prompts a step is
+# nearly free on a GPU; the CPU computes each prompt's step in full, so it gains nothing there
+AUTO_DECODE_BATCHES = {"cuda": 4}
+# ... and only while their joined KV cache takes at most this share of the GPU memory free once the weights
+# are loaded: on an 80 GB card Qwen3-Omni's weights leave too little to join its long batches (measured:
+# the batches that ran out of memory cost more than the joined decode saved), Qwen2.5-Omni's leave room for 4
+KV_BUDGET_OF_FREE = 0.25
 # A trimmed extraction pads a call's clips with this many zero samples past the longest instead of to the
 # window (and keeps this many frames past each clip's valid ones): every frame the encoder's kept outputs
 # read then comes out as over the whole window (tests/test_reuse.py compares them).
@@ -156,6 +166,7 @@ class HFSettings:
     pack: str = "off"
     allocator: str = "auto"
     decode_batches: str = "auto"
+    encode_ahead: str = "auto"
 
     @classmethod
     def parse(cls, options: Mapping[str, object]) -> HFSettings:
@@ -181,7 +192,7 @@ class HFSettings:
         encoder = str(options.get("encoder", "valid"))
         if encoder not in ENCODER_WINDOWS:
             raise AudioICLError(f"backend option encoder must be valid or window, got {encoder!r}")
-        speed = {name: str(options.get(name, "auto")) for name in ("compile", "cuda_graphs")}
+        speed = {name: str(options.get(name, "auto")) for name in ("compile", "cuda_graphs", "encode_ahead")}
         for name, value in speed.items():
             if value not in SPEED_MODES:
                 raise AudioICLError(f"backend option {name} must be auto, on or off, got {value!r}")
@@ -493,6 +504,14 @@ def _positions(rows: Sequence[Row]) -> int:
     return len(rows) * max(row.length for row in rows)
 
 
+@contextmanager
+def _finished_on(stream: torch.cuda.Stream) -> Iterator[None]:
+    """The block's GPU work on ``stream``, waited for when the block ends."""
+    with torch.cuda.stream(stream):
+        yield
+    stream.synchronize()
+
+
 def _is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
@@ -516,6 +535,7 @@ class HFBackend:
     cuda_graphs: str = "auto"  # graphs.SPEED_MODES: the reuse path's decode step as a CUDA graph
     packed: bool = False  # -o pack=on: a batch's rows of the reuse path packed (``reuse.pack_rows``)
     decode_batches: str = "auto"  # batches of the reuse path read one by one and decoded together
+    encode_ahead: str = "auto"  # SPEED_MODES: the next window's clips through the encoder in ``prefetch``
 
     def __post_init__(self) -> None:
         self.extractor = audio_extractor(self.processor)
@@ -524,9 +544,20 @@ class HFBackend:
         self._features_on_device = (
             self.device.type == "cuda" and "device" in inspect.signature(self.extractor.__call__).parameters
         )
-        # on a stream of its own: the extractor's copy back to the host would otherwise wait behind every
-        # kernel the model's calls queued on the default stream (the runner extracts while the model runs)
-        self._feature_stream = torch.cuda.Stream(self.device) if self._features_on_device else None
+        # the next window's clips through the audio encoder in the runner's preparing thread (``prefetch``),
+        # while this window's prompts are read: a CUDA device's (auto), where the reuse path runs
+        self.encodes_ahead = self.reuse != "off" and (
+            self.encode_ahead == "on" or (self.encode_ahead == "auto" and self.device.type == "cuda")
+        )
+        # the preparing thread's GPU work on a stream of its own: the extractor's copy back to the host, and
+        # the encoder ahead, would otherwise wait behind every kernel the model's calls queued on the default
+        # stream (the runner prepares while the model runs)
+        self._side_stream = (
+            torch.cuda.Stream(self.device)
+            if self.device.type == "cuda" and (self._features_on_device or self.encodes_ahead)
+            else None
+        )
+        self._encode_lock = threading.Lock()  # one encoder call at a time (``_embeddings``)
         self.max_clip_seconds = clip_window_seconds(self.processor, self.model_family)
         parts_family = self.model_family.rendering == "parts"
         # the family's own processor per micro-batch; a family that tokenizes chats takes the fast path
@@ -553,7 +584,9 @@ class HFBackend:
         self._ahead: dict[str, _Ahead] = {}  # prepared by ``prefetch``, by request key
         # where the time went; the reuse path splits ``generate`` into ``prefill`` and ``decode``
         # (``lost``: in attempts that ran out of memory, ``_halving``)
-        self.seconds = dict.fromkeys(("features", "encode", "generate", "prefill", "decode", "lost"), 0.0)
+        self.seconds = dict.fromkeys(
+            ("features", "encode", "encode_ahead", "generate", "prefill", "decode", "lost"), 0.0
+        )
         # the work done, for benchmarks: clips and their audio tokens through the encoder, and positions
         # through the language model (prompt tokens read, without padding, and tokens generated; and the
         # padding positions the reuse path's prefill computed besides), and attempts out of memory
@@ -574,6 +607,10 @@ class HFBackend:
             else int(self.decode_batches)
         )
         self._decode_batches_fallback = ""  # why decoded_together fell back to 1 (``_join_refused``)
+        self._kv_budget: int | None = None  # bytes a joined decode's KV cache may take (auto on a GPU)
+        if self.parts is not None and self.decode_batches == "auto" and self.device.type == "cuda":
+            self._kv_budget = int(torch.cuda.mem_get_info(self.device)[0] * KV_BUDGET_OF_FREE)
+        self._kv_bytes = kv_bytes_per_position(text_config, self.model.dtype)
         if self.parts is None:  # transformers' generate: neither path applies
             self.paths.compile = self.paths.cuda_graphs = False
         elif self.paths.compile:
@@ -649,11 +686,8 @@ class HFBackend:
         """One processor call over ``clips``, each with its own one-placeholder text (or the family's
         ``clip_features``, the same features without the text)."""
         started = time.perf_counter()
-        stream = nullcontext() if self._feature_stream is None else torch.cuda.stream(self._feature_stream)
-        with stream:
+        with self._on_side_stream():
             features, mask, tokens = self._features_of(clips)
-        if self._feature_stream is not None:
-            self._feature_stream.synchronize()  # what it left on the GPU is done before another stream reads it
         made = []
         for row, count in enumerate(tokens):
             if count < 1:
@@ -875,11 +909,11 @@ class HFBackend:
     def _generate_rows(
         self, rows: Sequence[Row], clips: dict[str, ClipFeatures], config: GenerationConfig
     ) -> dict[int, Response]:
-        """Greedy answers of the prompts packed in ``rows`` (the reuse path): read ``config.batch_size``
-        prompts at a time, decoded together (``decode_batches``)."""
+        """Greedy answers of the prompts in ``rows`` (the reuse path): read ``config.batch_size`` prompts
+        at a time (each read's rows packed with ``-o pack=on``), all decoded together (``_decode_groups``)."""
         assert self.parts is not None
         parts = self.parts
-        read_prompts = max(config.batch_size, 1) if self.decoded_together > 1 else None
+        reads = [pack_rows(run) if self.packed else run for run in runs(rows, max(config.batch_size, 1))]
         with torch.inference_mode():
             audio = self._embeddings(clips)
             started = time.perf_counter()
@@ -887,7 +921,7 @@ class HFBackend:
                 tokens = compiled_or_eager(
                     lambda: generate_rows(
                         parts,
-                        rows,
+                        reads,
                         audio,
                         config.max_new_tokens,
                         self.stop_ids,
@@ -896,7 +930,6 @@ class HFBackend:
                         self.device,
                         self.seconds,
                         self.paths,
-                        read_prompts,
                     ),
                     parts.decoder,
                     self.paths,
@@ -914,20 +947,39 @@ class HFBackend:
             for member in row.members
         }
         self.work["lm_tokens"] += sum(row.length for row in rows)
-        for run in runs(rows, read_prompts or len(responses)):  # each read padded to its own longest
+        for run in reads:  # each read padded to its own longest
             self.work["lm_padding"] += len(run) * max(row.length for row in run) - sum(r.length for r in run)
         self.work["lm_tokens"] += sum(r.usage.output_tokens for r in responses.values())
         return responses
+
+    def _decode_groups(self, reads: Sequence[list[Row]], steps: int) -> list[list[Row]]:
+        """The rows of consecutive ``reads`` (batches) joined into one decode: up to ``decoded_together``
+        reads, and where ``decode_batches`` is auto on a GPU, only while the joined KV cache fits its budget
+        (``KV_BUDGET_OF_FREE``; a read alone always)."""
+        groups: list[list[Row]] = []
+        joined = 0
+        for read in reads:
+            grown = [*groups[-1], *read] if groups else read
+            fits = (
+                self._kv_budget is None or cache_positions(grown, steps) * self._kv_bytes <= self._kv_budget
+            )
+            if groups and joined < self.decoded_together and fits:
+                groups[-1], joined = grown, joined + 1
+            else:
+                groups.append(list(read))
+                joined = 1
+        return groups
 
     def _join_refused(
         self, rows: Sequence[Row], clips: dict[str, ClipFeatures], config: GenerationConfig, why: str
     ) -> dict[int, Response]:
         """Decode each batch alone from now on (``decode_batches`` 1), said once and recorded; ``rows``
         again, one batch at a time (nothing of the refused attempt is kept: it stopped before decoding)."""
+        if not self._decode_batches_fallback:  # the call's later groups were formed before: said once
+            log.warning("hf backend: decode_batches 1, each batch decoded alone: %s", why)
         self.decoded_together = 1
         self._decode_batches_fallback = why
         self.info = {**self.info, **self._paths_info()}
-        log.warning("hf backend: decode_batches 1, each batch decoded alone: %s", why)
         answered: dict[int, Response] = {}
         for run in runs(rows, max(config.batch_size, 1)):
             answered.update(self._generate_rows(run, self._clips_of(run, clips), config))
@@ -941,38 +993,62 @@ class HFBackend:
         made = {**self.paths.info(), **({"experts": experts} if experts else {})}
         if self.parts is None:
             return made
-        decode = {"asked": self.decode_batches, "used": self.decoded_together}
+        decode: dict[str, Any] = {"asked": self.decode_batches, "used": self.decoded_together}
+        if self._kv_budget is not None:
+            decode["kv_budget_gib"] = round(self._kv_budget / 2**30, 2)
         if self._decode_batches_fallback:
             decode["fallback"] = self._decode_batches_fallback
-        return {**made, "attention": self.parts.attention(), "decode_batches": decode}
+        ahead = {"asked": self.encode_ahead, "used": self.encodes_ahead}
+        return {**made, "attention": self.parts.attention(), "decode_batches": decode, "encode_ahead": ahead}
 
-    def _embeddings(self, clips: dict[str, ClipFeatures]) -> dict[str, torch.Tensor]:
-        """Each clip's audio embedding, from the cache or through the encoder (longest first, in chunks)."""
+    def _embeddings(self, clips: dict[str, ClipFeatures], ahead: bool = False) -> dict[str, torch.Tensor]:
+        """Each clip's audio embedding, from the cache or through the encoder (longest first, in chunks).
+        ``ahead``: called from the runner's preparing thread (``prefetch``): on the side stream, each chunk
+        finished before it is cached, its seconds ``encode_ahead`` (they overlap the model's calls). The
+        two threads take turns at the encoder (``_encode_lock``): its attention swap is the tower's config."""
         found: dict[str, torch.Tensor] = {}
-        for digest in clips:
-            cached = self.embeddings.get(digest)
-            if cached is not None:
-                found[digest] = cached
-        missing = sorted((d for d in clips if d not in found), key=lambda d: clips[d].valid, reverse=True)
-        if not missing:
-            return found
-        assert self.parts is not None
+        longest_first = sorted(clips, key=lambda d: clips[d].valid, reverse=True)
         started = time.perf_counter()
-        for begin in range(0, len(missing), ENCODE_CLIPS):
-            chunk = missing[begin : begin + ENCODE_CLIPS]
-            made = [clips[digest] for digest in chunk]
-            features, mask = self._feature_batch(made)
-            valid = mask.sum(dim=1).to(self.device)
-            encoded = self.parts.encode(features.to(self.device), valid, [clip.tokens for clip in made])
-            for digest, embedding in zip(chunk, encoded, strict=True):
-                found[digest] = embedding
-                self.embeddings.put(digest, embedding)
-            self.work["encoded_clips"] += len(chunk)
-            self.work["encoded_audio_tokens"] += sum(clip.tokens for clip in made)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.seconds["encode"] += time.perf_counter() - started
+        encoded = False
+        for begin in range(0, len(longest_first), ENCODE_CLIPS):
+            chunk = longest_first[begin : begin + ENCODE_CLIPS]
+            # the side stream's block ends (synchronized) before the lock is let go: the other thread reads
+            # the cache under the lock, so it never finds an embedding still being made
+            with self._encode_lock, self._on_side_stream() if ahead else nullcontext():
+                todo = []
+                for digest in chunk:  # encoded already, or by the other thread meanwhile
+                    cached = self.embeddings.get(digest)
+                    if cached is None:
+                        todo.append(digest)
+                    else:
+                        found[digest] = cached
+                if todo:
+                    found.update(self._encode({digest: clips[digest] for digest in todo}))
+                    encoded = True
+        if encoded and self.device.type == "cuda" and not ahead:
+            torch.cuda.synchronize(self.device)  # the encoder's seconds, not the prefill's
+        self.seconds["encode_ahead" if ahead else "encode"] += time.perf_counter() - started
         return found
+
+    def _encode(self, clips: dict[str, ClipFeatures]) -> dict[str, torch.Tensor]:
+        """``clips`` through the encoder in one call, cached (the caller holds ``_encode_lock``)."""
+        assert self.parts is not None
+        made = list(clips.values())
+        features, mask = self._feature_batch(made)
+        valid = mask.sum(dim=1).to(self.device)
+        encoded = self.parts.encode(features.to(self.device), valid, [clip.tokens for clip in made])
+        for digest, embedding in zip(clips, encoded, strict=True):
+            self.embeddings.put(digest, embedding)
+        self.work["encoded_clips"] += len(made)
+        self.work["encoded_audio_tokens"] += sum(clip.tokens for clip in made)
+        return dict(zip(clips, encoded, strict=True))
+
+    def _on_side_stream(self) -> Any:
+        """The block's GPU work on the side stream where there is one, finished when the block ends (what
+        the preparing thread leaves on the GPU is done before another stream reads it)."""
+        if self._side_stream is None:
+            return nullcontext()
+        return _finished_on(self._side_stream)
 
     def _halving(
         self, batch: Sequence[Any], attempt: Callable, prompts: Callable, footprint: Callable = len
@@ -1033,8 +1109,8 @@ class HFBackend:
         if self.parts is not None and config.temperature <= 0:
             rows, clips, failed = self.pack(prepared)
             responses.update(failed)
-            together = max(config.batch_size, 1) * self.decoded_together
-            for batch in batches(rows, together, packed=self.packed):
+            reads = batches(rows, max(config.batch_size, 1))
+            for batch in self._decode_groups(reads, config.max_new_tokens - 1):
                 if self._halted:
                     raise GenerationStopped(responses)
                 responses.update(
@@ -1052,14 +1128,22 @@ class HFBackend:
                 raise GenerationStopped({**responses, **stopped.answered}) from None
         return [responses.get(index) or Response.failed("no response") for index in range(len(requests))]
 
-    def prefetch(self, requests: Sequence[Request]) -> None:
-        """Prepare ``requests`` ahead of their ``generate`` (rendered, features extracted, tokenized): the
-        runner calls this for its next window while this one is answered."""
+    def prefetch(self, requests: Sequence[Request], config: GenerationConfig | None = None) -> None:
+        """Prepare ``requests`` ahead of their ``generate`` (rendered, features extracted, tokenized; for a
+        greedy ``config`` on the reuse path, where ``encodes_ahead``, their clips encoded): the runner calls
+        this for its next window while this one is answered."""
         prepared, failed = self._prepare_now(requests)
         ahead = {requests[item.index].key: _Ahead(requests[item.index], item, None) for item in prepared}
         ahead.update({requests[i].key: _Ahead(requests[i], None, response) for i, response in failed.items()})
         with self._feature_lock:
             self._ahead.update(ahead)
+        if self.encodes_ahead and config is not None and config.temperature <= 0 and prepared:
+            clips = {d: c for item in prepared for d, c in zip(item.digests, item.clips, strict=True)}
+            try:
+                with torch.inference_mode():
+                    self._embeddings(clips, ahead=True)
+            except (RuntimeError, ValueError) as exc:  # out of memory, a clip the encoder refuses
+                log.debug("hf backend: encoding ahead stopped (generate encodes the rest): %s", exc)
 
     def prepare(self, requests: Sequence[Request]) -> tuple[list[_Prepared], dict[int, Response]]:
         """The requests rendered, their clips' features extracted; those that cannot be, as error
@@ -1258,4 +1342,5 @@ def make_hf(name: str, **options: object) -> Backend:
         cuda_graphs=settings.cuda_graphs,
         packed=settings.pack == "on",
         decode_batches=settings.decode_batches,
+        encode_ahead=settings.encode_ahead,
     )

@@ -258,6 +258,20 @@ def layout(rows: Sequence[Row], steps: int, pad_id: int, device: torch.device, a
     )
 
 
+def cache_positions(rows: Sequence[Row], steps: int) -> int:
+    """The KV positions a decode of ``rows`` holds (``layout``'s rows x total, before alignment)."""
+    return len(rows) * (max(row.length for row in rows) + steps * max(len(row.members) for row in rows))
+
+
+def kv_bytes_per_position(text_config: Any, dtype: torch.dtype) -> int:
+    """What one position of a static KV cache takes over all layers of ``text_config``'s decoder."""
+    heads = text_config.num_key_value_heads or text_config.num_attention_heads
+    head_dim = (
+        getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
+    )
+    return text_config.num_hidden_layers * 2 * heads * head_dim * dtype.itemsize
+
+
 def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """[rows, 1, q, k]: 0 where visible, the dtype's lowest value elsewhere (for sdpa and eager alike)."""
     mask = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
@@ -458,23 +472,22 @@ def _read(parts: ModelParts, cache: Any, keyword: str, **inputs: Any) -> torch.T
 
 def prefill(
     parts: ModelParts,
-    rows: Sequence[Row],
+    reads: Sequence[Sequence[Row]],
     audio: dict[str, torch.Tensor],
     steps: int,
     pad_id: int,
     dtype: torch.dtype,
     device: torch.device,
-    read_prompts: int | None = None,
 ) -> Prefilled:
-    """Read every prompt of ``rows`` (each shared prefix once) with room for ``steps`` more tokens per
-    member. ``audio``: each clip's embedding by digest. ``read_prompts``: the rows are read in runs of that
-    many prompts (``runs``), each padded to its own longest row and into a cache of its own, and the caches
-    joined for the decode (``join_caches``): a decode of many prompts for the memory of a prefill of fewer."""
-    plan = layout(rows, steps, pad_id, device)
+    """Read every prompt of ``reads`` (each shared prefix once) with room for ``steps`` more tokens per
+    member, for one decode of them all. ``audio``: each clip's embedding by digest. Each read (rows) is
+    padded to its own longest row and read into a cache of its own, and the caches are joined
+    (``join_caches``): a decode of many prompts for the memory of a prefill of fewer."""
+    plan = layout([row for run in reads for row in run], steps, pad_id, device)
     keyword = cache_keyword(parts.decoder)
     caches, logits = [], []
     first = 0
-    for run in runs(rows, read_prompts or sum(len(row.members) for row in rows)):
+    for run in reads:
         taken = slice(first, first + len(run))
         length = max(row.length for row in run)
         embeds = parts.decoder.get_input_embeddings()(plan.ids[taken, :length])
@@ -588,7 +601,7 @@ class DecodeStep:
 
 def generate_rows(
     parts: ModelParts,
-    rows: Sequence[Row],
+    reads: Sequence[Sequence[Row]],
     audio: dict[str, torch.Tensor],
     steps: int,
     stop_ids: Sequence[int],
@@ -597,16 +610,14 @@ def generate_rows(
     device: torch.device,
     seconds: dict[str, float] | None = None,
     paths: FastPaths | None = None,
-    read_prompts: int | None = None,
 ) -> dict[int, list[int]]:
-    """Greedy tokens (``steps`` at most, fewer once every prompt has stopped) for every prompt in ``rows``,
-    by request index. ``seconds``: where the time went is added to its ``prefill`` and ``decode``.
-    ``paths``: with CUDA graphs on, the first decode step runs eagerly (compiling and warming what it
-    needs), the rest replay its capture. ``read_prompts``: the prefill reads that many prompts at a time
-    (``prefill``); all of them are decoded together."""
+    """Greedy tokens (``steps`` at most, fewer once every prompt has stopped) for every prompt in ``reads``
+    (rows read together, ``prefill``; all decoded together), by request index. ``seconds``: where the time
+    went is added to its ``prefill`` and ``decode``. ``paths``: with CUDA graphs on, the first decode step
+    runs eagerly (compiling and warming what it needs), the rest replay its capture."""
     seconds = {} if seconds is None else seconds
     started = time.perf_counter()
-    done_reading = prefill(parts, rows, audio, steps - 1, pad_id, dtype, device, read_prompts)
+    done_reading = prefill(parts, reads, audio, steps - 1, pad_id, dtype, device)
     plan, cache = done_reading.plan, done_reading.cache
     tokens = done_reading.logits.argmax(-1)  # [rows, width]
     generated = [tokens]
@@ -631,6 +642,6 @@ def generate_rows(
     seconds["decode"] = seconds.get("decode", 0.0) + time.perf_counter() - read
     return {
         member.sequence.index: table[r][m]
-        for r, row in enumerate(rows)
+        for r, row in enumerate(row for run in reads for row in run)
         for m, member in enumerate(row.members)
     }

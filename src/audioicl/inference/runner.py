@@ -381,9 +381,11 @@ class PreparedWindow:
     requests: list[Request]
 
 
-def prepare_window(maker: PromptMaker, backend: Backend, window: Sequence[Work]) -> PreparedWindow:
-    """Build ``window``'s prompts, and let a backend that can (``prefetch``) prepare its own side of them:
-    the runner does this for the next window while the backend answers the current one."""
+def prepare_window(
+    maker: PromptMaker, backend: Backend, window: Sequence[Work], config: GenerationConfig
+) -> PreparedWindow:
+    """Build ``window``'s prompts, and let a backend that can (``prefetch``) prepare its own side of them
+    for ``config``: the runner does this for the next window while the backend answers the current one."""
     prepared = [maker.prepare(work) for work in window]
     ok = [p for p in prepared if p.prompt is not None]
     chats = pad_chats([p.prompt.chat for p in ok if p.prompt is not None], maker.options.pad)
@@ -394,7 +396,7 @@ def prepare_window(maker: PromptMaker, backend: Backend, window: Sequence[Work])
     prefetch = getattr(backend, "prefetch", None)
     if prefetch is not None and requests:
         with contextlib.suppress(Exception):  # ahead of time only: generate prepares again, and reports
-            prefetch(requests)
+            prefetch(requests, config)
     return PreparedWindow(prepared, ok, chats, requests)
 
 
@@ -409,7 +411,7 @@ def run_window(
     ``built``: the window already prepared (``prepare_window``). A call stopped by a signal gives no line
     for the prompts it did not answer (the rerun asks them)."""
     model = str(maker.options.model)
-    built = built or prepare_window(maker, backend, window)
+    built = built or prepare_window(maker, backend, window, config)
     requests = built.requests
     started = time.perf_counter()
     responses, call_error = _generate(backend, requests, config) if requests else ([], None)
@@ -909,14 +911,14 @@ def _run_all(
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="audioicl-prepare") as ahead,
         ):
             # the next window's prompts are built while the backend answers this one
-            upcoming = ahead.submit(prepare_window, maker, backend, parts[0]) if parts else None
+            upcoming = ahead.submit(prepare_window, maker, backend, parts[0], config) if parts else None
             for index, window in enumerate(parts):
                 assert upcoming is not None
                 waiting = time.perf_counter()
                 built = upcoming.result()
                 waited += time.perf_counter() - waiting
                 if index + 1 < len(parts):
-                    upcoming = ahead.submit(prepare_window, maker, backend, parts[index + 1])
+                    upcoming = ahead.submit(prepare_window, maker, backend, parts[index + 1], config)
                 results, call_error = run_window(maker, backend, config, window, built)
                 for k in sorted({item.k for item in window}):
                     lines = [r for r in results if r.extra["k"] == k]
