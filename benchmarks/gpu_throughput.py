@@ -231,6 +231,7 @@ def measure(
         "runner_s": wall - summary.waited_s - spent["in_generate"],
         "backend_host_s": spent["in_generate"] - on_gpu - spent["lost"],
         "out_of_memory": work["out_of_memory"],
+        "encode_ahead_stopped": work["encode_ahead_stopped"],  # windows the preparing thread left to generate
         "lost_s": spent["lost"],
         "paths": {
             k: v

@@ -469,6 +469,34 @@ def test_clips_encoded_ahead_in_the_preparing_thread_give_the_same_answers(
     assert ahead.work["encoded_clips"] == plain.work["encoded_clips"]  # none encoded twice
 
 
+def test_encoding_ahead_that_fails_leaves_the_clips_to_generate(prefix_backends, one_episode_each, caplog):
+    plain = prefix_backends["qwen2-audio"]
+    backend = replace(plain, encode_ahead="on")
+    requests = episode_major_requests(one_episode_each, backend.family)[:12]
+    config = GenerationConfig(max_new_tokens=4, batch_size=6)
+    expected = [r.text for r in plain.generate(requests, config)]
+    encode = backend._encode
+
+    def out_of_memory_ahead(clips):
+        if threading.current_thread() is not threading.main_thread():
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return encode(clips)
+
+    backend._encode = out_of_memory_ahead
+    with caplog.at_level("WARNING", logger="audioicl.backends"):
+        for window in (requests[:6], requests[6:]):
+            worker = threading.Thread(target=backend.prefetch, args=(window, config))  # as the runner does
+            worker.start()
+            worker.join()
+    assert backend.work["encode_ahead_stopped"] == 2
+    said = [r.getMessage() for r in caplog.records if "encoding ahead stopped" in r.getMessage()]
+    assert said == [
+        "hf backend: encoding ahead stopped, generate encodes the rest: "
+        "CUDA out of memory. Tried to allocate 2.00 GiB"
+    ]
+    assert [r.text for r in backend.generate(requests, config)] == expected
+
+
 def test_a_prompt_prepared_ahead_is_used_only_for_the_same_request(prefix_backends, one_episode_each):
     """A run that stops after ``prefetch`` leaves prompts prepared ahead; a later run on the same backend
     (a study's next condition) asks under the same keys with other chats, and must not get the old ones."""

@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -566,6 +567,41 @@ def test_the_summary_counts_the_time_the_backend_waited_for_a_window_to_be_prepa
     """The first window's preparation overlaps nothing, so the run waits for at least all of it."""
     options = RunOptions(data=tiny_dataset, model="fake:record", out=tmp_path, shots=(1,), batch_size=2)
     assert run(options, report=quiet, backend=_SlowToPrepare()).waited_s >= PREPARING_S
+
+
+class _WaitsForTheWindowAfterNext(_Recording):
+    """A backend whose ``generate`` of a window returns only once the preparation (``prefetch``) of the
+    window after the next has begun, where there is one; it notes whether that came."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prefetched: list[threading.Event] = []
+        self.came: list[bool] = []
+
+    def prefetch(self, requests, config) -> None:
+        self.prefetched.append(threading.Event())
+        self.prefetched[-1].set()
+
+    def generate(self, requests, config):
+        after_next = len(self.calls) + 2
+        if after_next < 3:  # windows of 2, 4 and 6 prompts: the first has one after its next
+            deadline = time.monotonic() + 10
+            while len(self.prefetched) <= after_next and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.came.append(len(self.prefetched) > after_next)
+        return super().generate(requests, config)
+
+
+def test_the_window_after_next_is_prepared_while_this_one_is_answered(tiny_dataset, tmp_path):
+    """Two windows are prepared ahead (``LOOKAHEAD_WINDOWS``): a window whose preparation is slow uses the
+    slack of the one before it. With one ahead, the first window's answer would wait for the third window's
+    preparation in vain (it begins only after that answer)."""
+    options = RunOptions(data=tiny_dataset, model="fake:record", out=tmp_path, shots=(1,), batch_size=2)
+    backend = _WaitsForTheWindowAfterNext()
+    summary = run(options, report=quiet, backend=backend)
+    assert backend.came == [True]
+    assert backend.calls == [2, 4, 6] and summary.ks[0].written == 12
+    assert len(backend.prefetched) == 3  # each window prepared once
 
 
 class _Counting(_Recording):

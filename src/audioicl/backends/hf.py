@@ -512,6 +512,10 @@ def _finished_on(stream: torch.cuda.Stream) -> Iterator[None]:
     stream.synchronize()
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
 def _is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
@@ -591,7 +595,15 @@ class HFBackend:
         # through the language model (prompt tokens read, without padding, and tokens generated; and the
         # padding positions the reuse path's prefill computed besides), and attempts out of memory
         self.work = dict.fromkeys(
-            ("encoded_clips", "encoded_audio_tokens", "lm_tokens", "lm_padding", "out_of_memory"), 0
+            (
+                "encoded_clips",
+                "encoded_audio_tokens",
+                "lm_tokens",
+                "lm_padding",
+                "out_of_memory",
+                "encode_ahead_stopped",
+            ),
+            0,
         )
         self._failed_footprints: dict[Callable, int] = {}  # the smallest that ran out of memory, by measure
         self._direct_features: bool | None = None  # the family's clip_features in use (None: not checked yet)
@@ -1143,7 +1155,12 @@ class HFBackend:
                 with torch.inference_mode():
                     self._embeddings(clips, ahead=True)
             except (RuntimeError, ValueError) as exc:  # out of memory, a clip the encoder refuses
-                log.debug("hf backend: encoding ahead stopped (generate encodes the rest): %s", exc)
+                said = log.debug if self.work["encode_ahead_stopped"] else log.warning
+                said(
+                    "hf backend: encoding ahead stopped, generate encodes the rest: %s",
+                    _first_line(exc),
+                )
+                self.work["encode_ahead_stopped"] += 1
 
     def prepare(self, requests: Sequence[Request]) -> tuple[list[_Prepared], dict[int, Response]]:
         """The requests rendered, their clips' features extracted; those that cannot be, as error

@@ -43,6 +43,7 @@ import hashlib
 import itertools
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -342,6 +343,10 @@ WINDOW_BATCHES = 4  # a backend call holds this many batches by default, so a ba
 # prepared while the one before it runs, the smaller window giving the larger one's preparation time. A
 # small window sorts fewer prompts by length, so its batches pad more (docs/measurements.md weighs both).
 RAMP_BATCHES = (1, 2)
+# Windows prepared ahead of the one being answered: with one, a window whose preparation takes longer than the
+# window before it takes to answer keeps the model waiting (the hf backend's preparation encodes each window's
+# new clips, and windows differ in how many they hold); with two, a quick window's slack serves the next.
+LOOKAHEAD_WINDOWS = 2
 FAILED_WINDOWS_LIMIT = 3  # windows in a row whose whole call raised: the run stops instead of going on
 # (a call that raises BackendUnreachable, no request having reached a server, stops the run at once)
 
@@ -398,6 +403,33 @@ def prepare_window(
         with contextlib.suppress(Exception):  # ahead of time only: generate prepares again, and reports
             prefetch(requests, config)
     return PreparedWindow(prepared, ok, chats, requests)
+
+
+def prepared_ahead(
+    pool: ThreadPoolExecutor,
+    maker: PromptMaker,
+    backend: Backend,
+    parts: Sequence[Sequence[Work]],
+    config: GenerationConfig,
+) -> Iterator[tuple[Sequence[Work], PreparedWindow, float]]:
+    """Each window of ``parts``, its preparation (``prepare_window``) and the seconds waited for it: ``pool``
+    prepares ``LOOKAHEAD_WINDOWS`` windows ahead of the one handed out; those not begun when the caller stops
+    (closes this) are cancelled."""
+    upcoming = deque(
+        pool.submit(prepare_window, maker, backend, part, config) for part in parts[:LOOKAHEAD_WINDOWS]
+    )
+    try:
+        for index, window in enumerate(parts):
+            waiting = time.perf_counter()
+            built = upcoming.popleft().result()
+            waited = time.perf_counter() - waiting
+            if index + LOOKAHEAD_WINDOWS < len(parts):
+                later = parts[index + LOOKAHEAD_WINDOWS]
+                upcoming.append(pool.submit(prepare_window, maker, backend, later, config))
+            yield window, built, waited
+    finally:
+        for future in upcoming:
+            future.cancel()
 
 
 def run_window(
@@ -908,17 +940,11 @@ def _run_all(
         stop_if_asked()
         with (
             Progress(len(ordered), report) as bar,  # a bar on a terminal, else a plain line now and then
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="audioicl-prepare") as ahead,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="audioicl-prepare") as pool,
+            contextlib.closing(prepared_ahead(pool, maker, backend, parts, config)) as ready,
         ):
-            # the next window's prompts are built while the backend answers this one
-            upcoming = ahead.submit(prepare_window, maker, backend, parts[0], config) if parts else None
-            for index, window in enumerate(parts):
-                assert upcoming is not None
-                waiting = time.perf_counter()
-                built = upcoming.result()
-                waited += time.perf_counter() - waiting
-                if index + 1 < len(parts):
-                    upcoming = ahead.submit(prepare_window, maker, backend, parts[index + 1], config)
+            for window, built, wait in ready:
+                waited += wait
                 results, call_error = run_window(maker, backend, config, window, built)
                 for k in sorted({item.k for item in window}):
                     lines = [r for r in results if r.extra["k"] == k]
