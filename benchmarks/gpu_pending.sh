@@ -20,7 +20,7 @@
 #   bash benchmarks/gpu_pending.sh whole FAMILY  # the whole benchmark (300 episodes a task, 13,500 prompts)
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
-#   bash benchmarks/gpu_pending.sh ahead FAMILY  # its 20-episode mix, -o encode_ahead=off and on (defaults else)
+#   bash benchmarks/gpu_pending.sh ahead FAMILY  # its 20-episode mix, -o encode_ahead=on, off, on (the first a throwaway)
 #
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
 set -euo pipefail
@@ -123,7 +123,9 @@ case "$part" in
   together)
     build 20
     # one process each (the first timed model is slower); Qwen2-Audio's KV (32 full heads) leaves room for 2
-    for run in qwen3-omni:1,2,4 qwen2.5-omni:1,2,4 qwen2-audio:1,2; do
+    # the first timed run of a process runs slower (its encoder most: new shapes); each list starts with a
+    # throwaway 1 and the rows compared are the later ones
+    for run in qwen3-omni:1,1,2,4 qwen2.5-omni:1,1,2,4 qwen2-audio:1,1,2; do
       "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "${run%%:*}" --reuse prefix --batch-size 128 \
         --speeds graphs --logit-episodes 0 --repeats 1 --decode-batches "${run#*:}" \
         --json "$out/together_${run%%:*}.json"
@@ -133,7 +135,7 @@ case "$part" in
     family=${2:?ahead needs a family}
     build 20
     "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "$family" --reuse prefix --batch-size 128 \
-      --speeds graphs --logit-episodes 0 --repeats 1 --encode-ahead off,on --json "$out/ahead_$family.json"
+      --speeds graphs --logit-episodes 0 --repeats 1 --encode-ahead on,off,on --json "$out/ahead_$family.json"
     ;;
   *)
     echo "unknown part $part: families, omni, pack, attention, before, omni20, ramp, same20, encode, voxtral, whole, contend, together or ahead" >&2

@@ -570,6 +570,8 @@ def main() -> None:
             label = f"{family}, reuse={reuse}, b{batch}" + (f", {speed}" if reuse != "off" else "")
             label += f", d{together}" if together != "auto" else ""
             label += f", ahead {ahead}" if ahead != "auto" else ""
+            repeated = sum(name.split(" (again")[0] == label for name in rows)  # a setting listed twice
+            label += f" (again {repeated})" if repeated else ""
             rows[label], answers[label] = measure(
                 model, processor, family, reuse, run_args, ceiling, speed, together, ahead
             )

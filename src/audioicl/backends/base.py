@@ -114,7 +114,7 @@ class Backend(Protocol):
     runs ``generate``: it only sets a flag (no lock, no I/O). A backend without it finishes its call.
 
     Optional, ``prefetch(requests, config)``: prepares what it can of ``requests`` for their ``generate``
-    (the runner calls it from its preparing thread for the next window while the current one is answered);
+    (the runner calls it from its preparing thread for the windows ahead while the current one is answered);
     whatever it raises is ignored, ``generate`` prepares again what it did not."""
 
     name: str

@@ -51,7 +51,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -620,9 +620,11 @@ class HFBackend:
         )
         self._decode_batches_fallback = ""  # why decoded_together fell back to 1 (``_join_refused``)
         self._kv_budget: int | None = None  # bytes a joined decode's KV cache may take (auto on a GPU)
-        if self.parts is not None and self.decode_batches == "auto" and self.device.type == "cuda":
-            self._kv_budget = int(torch.cuda.mem_get_info(self.device)[0] * KV_BUDGET_OF_FREE)
-        self._kv_bytes = kv_bytes_per_position(text_config, self.model.dtype)
+        self._kv_bytes = 0  # of a position of the reuse path's static cache
+        if self.parts is not None:
+            self._kv_bytes = kv_bytes_per_position(text_config, self.model.dtype)
+            if self.decode_batches == "auto" and self.device.type == "cuda":
+                self._kv_budget = int(torch.cuda.mem_get_info(self.device)[0] * KV_BUDGET_OF_FREE)
         if self.parts is None:  # transformers' generate: neither path applies
             self.paths.compile = self.paths.cuda_graphs = False
         elif self.paths.compile:
@@ -1018,29 +1020,31 @@ class HFBackend:
         ``ahead``: called from the runner's preparing thread (``prefetch``): on the side stream, each chunk
         finished before it is cached, its seconds ``encode_ahead`` (they overlap the model's calls). The
         two threads take turns at the encoder (``_encode_lock``): its attention swap is the tower's config."""
-        found: dict[str, torch.Tensor] = {}
-        longest_first = sorted(clips, key=lambda d: clips[d].valid, reverse=True)
+        with self._encode_lock:
+            found = self._cached(clips)
+        missing = sorted((d for d in clips if d not in found), key=lambda d: clips[d].valid, reverse=True)
         started = time.perf_counter()
         encoded = False
-        for begin in range(0, len(longest_first), ENCODE_CLIPS):
-            chunk = longest_first[begin : begin + ENCODE_CLIPS]
+        for begin in range(0, len(missing), ENCODE_CLIPS):
+            chunk = missing[begin : begin + ENCODE_CLIPS]
             # the side stream's block ends (synchronized) before the lock is let go: the other thread reads
             # the cache under the lock, so it never finds an embedding still being made
             with self._encode_lock, self._on_side_stream() if ahead else nullcontext():
-                todo = []
-                for digest in chunk:  # encoded already, or by the other thread meanwhile
-                    cached = self.embeddings.get(digest)
-                    if cached is None:
-                        todo.append(digest)
-                    else:
-                        found[digest] = cached
+                meanwhile = self._cached(chunk)  # encoded by the other thread since
+                found.update(meanwhile)
+                todo = {digest: clips[digest] for digest in chunk if digest not in meanwhile}
                 if todo:
-                    found.update(self._encode({digest: clips[digest] for digest in todo}))
+                    found.update(self._encode(todo))
                     encoded = True
         if encoded and self.device.type == "cuda" and not ahead:
             torch.cuda.synchronize(self.device)  # the encoder's seconds, not the prefill's
         self.seconds["encode_ahead" if ahead else "encode"] += time.perf_counter() - started
         return found
+
+    def _cached(self, digests: Iterable[str]) -> dict[str, torch.Tensor]:
+        """The embeddings of ``digests`` the cache holds (the caller holds ``_encode_lock``)."""
+        found = {digest: self.embeddings.get(digest) for digest in digests}
+        return {digest: embedding for digest, embedding in found.items() if embedding is not None}
 
     def _encode(self, clips: dict[str, ClipFeatures]) -> dict[str, torch.Tensor]:
         """``clips`` through the encoder in one call, cached (the caller holds ``_encode_lock``)."""
@@ -1143,7 +1147,7 @@ class HFBackend:
     def prefetch(self, requests: Sequence[Request], config: GenerationConfig | None = None) -> None:
         """Prepare ``requests`` ahead of their ``generate`` (rendered, features extracted, tokenized; for a
         greedy ``config`` on the reuse path, where ``encodes_ahead``, their clips encoded): the runner calls
-        this for its next window while this one is answered."""
+        this for the windows ahead while this one is answered."""
         prepared, failed = self._prepare_now(requests)
         ahead = {requests[item.index].key: _Ahead(requests[item.index], item, None) for item in prepared}
         ahead.update({requests[i].key: _Ahead(requests[i], None, response) for i, response in failed.items()})

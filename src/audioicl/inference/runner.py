@@ -390,7 +390,7 @@ def prepare_window(
     maker: PromptMaker, backend: Backend, window: Sequence[Work], config: GenerationConfig
 ) -> PreparedWindow:
     """Build ``window``'s prompts, and let a backend that can (``prefetch``) prepare its own side of them
-    for ``config``: the runner does this for the next window while the backend answers the current one."""
+    for ``config``: the runner does this for the windows ahead while the backend answers the current one."""
     prepared = [maker.prepare(work) for work in window]
     ok = [p for p in prepared if p.prompt is not None]
     chats = pad_chats([p.prompt.chat for p in ok if p.prompt is not None], maker.options.pad)
