@@ -55,6 +55,9 @@ def test_run_score_report(built, tiny_checkpoints, tmp_path, family):
     info = record["runs"][-1]["backend_info"]
     assert info["dtype"] == "float32" and info["device"] == "cpu" and info["transformers"]
     assert info["allocator"] == {"asked": "auto", "used": "default"}  # expandable segments are for CUDA
+    # the reuse path's switches, as the CPU resolves them: each batch decoded alone, clips encoded in generate
+    assert info["decode_batches"] == {"asked": "auto", "used": 1}
+    assert info["encode_ahead"] == {"asked": "auto", "used": False}
     spent = record["runs"][-1]["timing"]["backend_spent"]  # where this run's time went, what it computed
     assert spent["work"]["out_of_memory"] == 0 and spent["work"]["lm_tokens"] > 0
     assert spent["seconds"]["features"] > 0 and spent["seconds"]["generate"] > 0
@@ -74,3 +77,28 @@ def test_run_score_report(built, tiny_checkpoints, tmp_path, family):
     report = tmp_path / "report"
     audioicl("report", "--scores", summary, "--results", out, "--data", built, "--out", report)
     assert name in (report / "report.md").read_text(encoding="utf-8")
+
+
+def test_batches_decoded_together_and_clips_encoded_ahead_answer_as_the_defaults(
+    built, tiny_checkpoints, tmp_path
+):
+    """``-o decode_batches=3 -o encode_ahead=on`` through the CLI (on a GPU, what auto picks): the same answers
+    as the CPU's defaults, and the run record says what ran."""
+    checkpoint = tmp_path / REAL_NAMES["qwen2.5-omni"]
+    shutil.copytree(tiny_checkpoints["qwen2.5-omni"], checkpoint)
+    answers = {}
+    for name, options in (("default", []), ("fast", ["-o", "decode_batches=3", "-o", "encode_ahead=on"])):
+        out = tmp_path / name
+        common = ["-o", "dtype=fp32", "-o", "device=cpu", "--batch-size", "4"]
+        audioicl("run", "--data", built, "--model", f"hf:{checkpoint}", "--out", out, *common, *options)
+        answers[name] = {
+            (json.loads(line)["id"], k): json.loads(line)["response"]
+            for k in range(1, 6)
+            for line in (out / f"Qwen2.5-Omni-7B_results_k{k}.jsonl").read_text().splitlines()
+        }
+    assert answers["fast"] == answers["default"] and len(answers["default"]) == 5 * TASKS
+    info = json.loads((tmp_path / "fast" / "Qwen2.5-Omni-7B_run.json").read_text())["runs"][-1][
+        "backend_info"
+    ]
+    assert info["decode_batches"] == {"asked": "3", "used": 3}
+    assert info["encode_ahead"] == {"asked": "on", "used": True}
