@@ -10,6 +10,10 @@ and its own tokens before them, nothing else, and position ids continue each pro
 prompt is computed exactly as it would be alone, with its prefix computed once. Generation then appends one
 token per prompt per step to the same row.
 
+A batch's rows are read (prefilled) into a static KV cache of their own; several batches' caches can be joined
+and decoded as one (``prefill``'s *reads*, ``join_caches``): a decode step reads every weight whatever its batch,
+so it serves more prompts for nearly the same time, while the prefill's memory stays that of one batch.
+
 Nothing here is keyed by what a prompt means: prompts share a row when the runner gives them the same episode
 id, and what they share is measured by comparing their tokens and their clips' content digests.
 
