@@ -238,7 +238,8 @@ class HFSettings:
             if self.reuse != "off" and family.name not in PARTS:
                 raise AudioICLError(f"backend option reuse={self.reuse}: not available for {family.name}")
             return self.reuse
-        return "prefix" if family.name in PARTS and self.attn != "flash_attention_2" else "off"
+        default = family.name in PARTS and family.fast_path_by_default
+        return "prefix" if default and self.attn != "flash_attention_2" else "off"
 
     def torch_device(self) -> torch.device:
         if self.device == "auto":
@@ -564,9 +565,10 @@ class HFBackend:
         self._encode_lock = threading.Lock()  # one encoder call at a time (``_embeddings``)
         self.max_clip_seconds = clip_window_seconds(self.processor, self.model_family)
         parts_family = self.model_family.rendering == "parts"
-        # the family's own processor per micro-batch; a family that tokenizes chats takes the fast path
-        # (``reuse``) from its token ids and each clip's features alone instead
-        self.processed = parts_family and not (self.model_family.tokenizes_chat and self.reuse != "off")
+        # the family's own processor per micro-batch; a parts family with the fast path (``reuse``) takes it
+        # from its template's text (Gemma 4) or, where it tokenizes chats, its token ids (Voxtral), and each
+        # clip's features alone
+        self.processed = parts_family and self.reuse == "off"
         self.forward_names = forward_names(self.model, self.model_family) if parts_family else frozenset()
         text_config = self.model.config.get_text_config()
         self.context_tokens: int | None = getattr(text_config, "max_position_embeddings", None)
@@ -622,7 +624,7 @@ class HFBackend:
         self._kv_budget: int | None = None  # bytes a joined decode's KV cache may take (auto on a GPU)
         self._kv_bytes = 0  # of a position of the reuse path's static cache
         if self.parts is not None:
-            self._kv_bytes = kv_bytes_per_position(text_config, self.model.dtype)
+            self._kv_bytes = kv_bytes_per_position(self.parts.decoder, self.model.dtype)
             if self.decode_batches == "auto" and self.device.type == "cuda":
                 self._kv_budget = int(torch.cuda.mem_get_info(self.device)[0] * KV_BUDGET_OF_FREE)
         if self.parts is None:  # transformers' generate: neither path applies
@@ -677,7 +679,8 @@ class HFBackend:
             ids = self.model_family.prompt_ids(self.processor, chat, self.sampling_rate)
             return _Prepared(index, "", clips, digests, group, ids, chat)
         expanded = self._expand(text, clips)
-        ids = self.processor.tokenizer(expanded)["input_ids"]
+        # as ``AudioFamily.process`` tokenizes: nothing added to what the template wrote (Gemma's writes <bos>)
+        ids = self.processor.tokenizer(expanded, add_special_tokens=False)["input_ids"]
         return _Prepared(index, expanded, clips, digests, group, ids)
 
     def _at_model_rate(self, clip: AudioPart) -> AudioPart:
@@ -708,6 +711,8 @@ class HFBackend:
                 raise PlaceholderMismatch(f"the processor of {self.name} made no audio tokens for a clip")
             valid = int(mask[row].sum())
             kept = features[row].to(torch.float32)
+            if self.model_family.features_frames_first:
+                kept = kept.T  # [bins, frames], as every family's
             if self.model_family.encoder_reads_valid_frames:
                 kept = kept[:, :valid]
             elif self.trim_to is not None:

@@ -33,7 +33,8 @@ from typing import Any
 
 import torch
 import transformers
-from transformers import StaticCache
+from transformers import StaticCache, cache_utils
+from transformers.cache_utils import StaticLayer
 from transformers.masking_utils import create_bidirectional_mask
 
 from .attention import attention_in_force, batched_windows, reuse_attention_in
@@ -267,13 +268,13 @@ def cache_positions(rows: Sequence[Row], steps: int) -> int:
     return len(rows) * (max(row.length for row in rows) + steps * max(len(row.members) for row in rows))
 
 
-def kv_bytes_per_position(text_config: Any, dtype: torch.dtype) -> int:
-    """What one position of a static KV cache takes over all layers of ``text_config``'s decoder."""
-    heads = text_config.num_key_value_heads or text_config.num_attention_heads
-    head_dim = (
-        getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
-    )
-    return text_config.num_hidden_layers * 2 * heads * head_dim * dtype.itemsize
+def kv_bytes_per_position(decoder: Any, dtype: torch.dtype) -> int:
+    """What one position of the reuse path's static KV cache takes over ``decoder``'s layers: the keys and
+    values of every layer that keeps its own (a layer that reads another's, as Gemma 4's shared ones do, has no
+    key projection and keeps none). Read off the projections: a heterogeneous config has no one head size."""
+    layers = decoder.layers if hasattr(decoder, "layers") else decoder.language_model.layers
+    projections = [getattr(layer.self_attn, "k_proj", None) for layer in layers]
+    return sum(2 * k.out_features * dtype.itemsize for k in projections if k is not None)
 
 
 def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -297,10 +298,42 @@ class ModelParts:
     encode: Callable[[torch.Tensor, torch.Tensor, Sequence[int]], list[torch.Tensor]]
     text_config: Any
     windowed_tower: Any = None
+    # what else the decoder reads of a prompt's token ids when it is given embeddings (Gemma 4's per-layer
+    # inputs), as keyword arguments
+    read_inputs: Callable[[torch.Tensor], dict[str, torch.Tensor]] | None = None
 
     def attention(self) -> dict[str, Any]:
         """What this path's calls attend through, for the record."""
         return attention_in_force(self.text_config, self.windowed_tower)
+
+    @property
+    def sliding_window(self) -> int | None:
+        """The window of the decoder's sliding-attention layers, where it has some (Gemma 4's)."""
+        layer_types = getattr(self.text_config, "layer_types", None) or ()
+        return self.text_config.sliding_window if "sliding_attention" in layer_types else None
+
+    def masks(self, plan: Layout, queries: slice, rows: slice, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+        """The additive masks of ``queries`` in ``rows`` by layer type: ``full_attention`` (``Layout.visible``)
+        and, for a decoder with sliding layers, ``sliding_attention``: also no key ``sliding_window``
+        positions or more before the query (by position ids, as transformers' sliding mask counts them)."""
+        visible = plan.visible(queries, rows)
+        made = {"full_attention": additive_mask(visible, dtype)}
+        window = self.sliding_window
+        if window is not None:
+            positions = plan.positions[rows]
+            distance = positions[:, queries, None] - positions[:, None, :]
+            made["sliding_attention"] = additive_mask(visible & (distance < window), dtype)
+        return made
+
+    def cache(self, length: int) -> Any:
+        """A static KV cache of ``length`` positions for every layer: sliding layers keep every position too
+        (transformers' sliding layers keep a ring of the window, which the rows' layout cannot index; their
+        masks keep the window)."""
+        cache = StaticCache(config=self.text_config, max_cache_len=length)
+        for at, layer in enumerate(cache.layers):
+            if getattr(layer, "is_sliding", False):
+                cache.layers[at] = StaticLayer(max_cache_len=length)
+        return cache
 
 
 def _qwen2_audio_parts(model: Any, encoder: str = "valid") -> ModelParts:
@@ -409,6 +442,36 @@ def _voxtral_parts(model: Any, encoder: str = "valid") -> ModelParts:
     return ModelParts(inner.language_model, model.lm_head, encode, model.config.text_config)
 
 
+def _gemma4_parts(model: Any, encoder: str = "valid") -> ModelParts:
+    inner = model.model
+    text_model, text_config = inner.language_model, model.config.get_text_config()
+    audio_id, pad_id = model.config.audio_token_id, text_config.pad_token_id
+
+    def encode(features: torch.Tensor, valid: torch.Tensor, tokens: Sequence[int]) -> list[torch.Tensor]:
+        """The clips (``features`` [clips, bins, frames], given back to the tower frames first) through the
+        audio tower and its projection as ``Gemma4Model.get_audio_features`` runs them, each clip's valid
+        embeddings (the tower's own mask of them)."""
+        frames = torch.arange(features.shape[-1], device=features.device)
+        mask = frames[None, :] < valid[:, None]
+        out = inner.get_audio_features(features.transpose(1, 2), mask, return_dict=True)
+        kept = [out.pooler_output[clip][out.attention_mask[clip]] for clip in range(len(tokens))]
+        made = [len(clip) for clip in kept]
+        if made != list(tokens):
+            raise ValueError(f"the audio encoder made {made} embeddings for {list(tokens)} audio tokens")
+        return kept
+
+    def read_inputs(ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The per-layer inputs (PLE) of ``ids`` with every audio token read as padding, as
+        ``Gemma4Model.forward`` makes them (the decoder cannot make them from embeddings alone)."""
+        if not text_config.hidden_size_per_layer_input:
+            return {}
+        return {
+            "per_layer_inputs": text_model.get_per_layer_inputs(torch.where(ids == audio_id, pad_id, ids))
+        }
+
+    return ModelParts(text_model, model.lm_head, encode, text_config, read_inputs=read_inputs)
+
+
 ENCODER_WINDOWS = ("valid", "window")
 # family → its parts; Omni encoders read only valid frames whatever ``encoder`` says
 PARTS: dict[str, Callable[..., ModelParts]] = {
@@ -417,6 +480,7 @@ PARTS: dict[str, Callable[..., ModelParts]] = {
     "qwen3-omni": _omni_thinker_parts,
     "apertus1p5": _apertus_parts,
     "voxtral": _voxtral_parts,
+    "gemma4": _gemma4_parts,
 }
 
 
@@ -466,12 +530,18 @@ class Prefilled:
     logits: torch.Tensor
 
 
-def _read(parts: ModelParts, cache: Any, keyword: str, **inputs: Any) -> torch.Tensor:
-    """The decoder's last hidden states over ``inputs`` (tokens or embeddings, mask, position ids, cache
-    positions), filling ``cache`` (passed under ``keyword``: ``cache_keyword``), under the reuse path's
-    attention (``attention.reuse_attention``)."""
+def _read(
+    parts: ModelParts, cache: Any, keyword: str, masks: dict[str, torch.Tensor], **inputs: Any
+) -> torch.Tensor:
+    """The decoder's last hidden states over ``inputs`` (tokens or embeddings, position ids, cache positions)
+    under ``masks`` (``ModelParts.masks``: one mask, or one by layer type where the decoder has several),
+    filling ``cache`` (passed under ``keyword``: ``cache_keyword``), under the reuse path's attention
+    (``attention.reuse_attention``)."""
+    mask = masks if len(masks) > 1 else masks["full_attention"]
     with reuse_attention_in(parts.text_config):
-        return parts.decoder(**inputs, use_cache=True, **{keyword: cache}).last_hidden_state
+        return parts.decoder(
+            **inputs, attention_mask=mask, use_cache=True, **{keyword: cache}
+        ).last_hidden_state
 
 
 def prefill(
@@ -494,17 +564,19 @@ def prefill(
     for run in reads:
         taken = slice(first, first + len(run))
         length = max(row.length for row in run)
-        embeds = parts.decoder.get_input_embeddings()(plan.ids[taken, :length])
+        ids = plan.ids[taken, :length]
+        embeds = parts.decoder.get_input_embeddings()(ids)
         _place_audio(embeds, run, audio)
-        cache = StaticCache(config=parts.text_config, max_cache_len=plan.total)
+        cache = parts.cache(plan.total)
         hidden = _read(
             parts,
             cache,
             keyword,
+            parts.masks(plan, slice(0, length), taken, dtype),
             inputs_embeds=embeds,
-            attention_mask=additive_mask(plan.visible(slice(0, length), taken), dtype),
             position_ids=plan.positions[taken, :length],
             cache_position=torch.arange(length, device=device),
+            **(parts.read_inputs(ids) if parts.read_inputs is not None else {}),
         )
         rows_index = torch.arange(len(run), device=device)[:, None]
         logits.append(parts.head(hidden[rows_index, plan.last[taken]]))
@@ -529,6 +601,9 @@ def _place_audio(embeds: torch.Tensor, rows: Sequence[Row], audio: dict[str, tor
                 ]
 
 
+_KEEPS_NOTHING = getattr(cache_utils, "DummyLayer", ())  # transformers 5.2x: a layer with no cache
+
+
 class CachesNotJoinable(RuntimeError):
     """transformers' static cache is not laid out as ``join_caches`` reads it (another release)."""
 
@@ -541,10 +616,12 @@ def join_caches(caches: Sequence[Any], filled: int) -> Any:
 
     transformers' ``StaticLayer`` (5.17 to 5.25) keeps ``keys`` and ``values`` as [rows, heads, length,
     dim] tensors and writes its next tokens at ``cumulative_length``; a release that keeps them otherwise
-    raises ``CachesNotJoinable``."""
+    raises ``CachesNotJoinable``. A layer that keeps nothing (a ``DummyLayer``: Gemma 4's layers that read
+    another layer's keys) is left as it is."""
     if len(caches) == 1:
         return caches[0]  # it read the longest row: its next write is at ``filled`` already
-    layers = [cache.layers for cache in caches]
+    keeping = [at for at, layer in enumerate(caches[0].layers) if not isinstance(layer, _KEEPS_NOTHING)]
+    layers = [[cache.layers[at] for at in keeping] for cache in caches]
     if not all(
         all(hasattr(layer, name) for name in ("keys", "values", "cumulative_length"))
         for cache_layers in layers
@@ -576,9 +653,9 @@ class DecodeStep:
         self.parts, self.plan, self.cache = parts, plan, cache
         width, device = plan.width, plan.ids.device
         slots = slice(plan.prefill, plan.prefill + max(steps, 1) * width)
-        self.masks = additive_mask(plan.visible(slots), dtype)  # [rows, 1, steps x width, total]
+        self.masks = parts.masks(plan, slots, slice(None), dtype)  # each [rows, 1, steps x width, total]
         self.tokens = torch.zeros((len(plan.ids), width), dtype=torch.long, device=device)
-        self.mask = self.masks[:, :, :width].clone()
+        self.mask = {kind: mask[:, :, :width].clone() for kind, mask in self.masks.items()}
         self.positions = plan.positions[:, plan.prefill : plan.prefill + width].clone()
         self.cache_position = torch.arange(plan.prefill, plan.prefill + width, device=device)
         self.keyword = cache_keyword(parts.decoder)
@@ -586,7 +663,8 @@ class DecodeStep:
     def load(self, tokens: torch.Tensor, t: int) -> None:
         start = self.plan.prefill + t * self.plan.width
         self.tokens.copy_(tokens)
-        self.mask.copy_(self.masks[:, :, t * self.plan.width : (t + 1) * self.plan.width])
+        for kind, mask in self.mask.items():
+            mask.copy_(self.masks[kind][:, :, t * self.plan.width : (t + 1) * self.plan.width])
         self.positions.copy_(self.plan.positions[:, start : start + self.plan.width])
         self.cache_position.copy_(torch.arange(start, start + self.plan.width, device=self.tokens.device))
 
@@ -595,8 +673,8 @@ class DecodeStep:
             self.parts,
             self.cache,
             self.keyword,
+            self.mask,
             input_ids=self.tokens,
-            attention_mask=self.mask,
             position_ids=self.positions,
             cache_position=self.cache_position,
         )

@@ -58,8 +58,9 @@ class AudioFamily:
     ``generate`` (None: those the model's ``forward`` names); ``attn``: an attention implementation the family
     needs whatever the run asks; ``asr_only``: a speech recogniser, listed as such.
 
-    The fast path (the Qwen families and Apertus 1.5; Voxtral through ``prompt_ids`` and ``clip_inputs``):
-    ``placeholder`` and ``audio_token`` (inline rendering),
+    The fast path (the Qwen families, Apertus 1.5 and Gemma 4; Voxtral through ``prompt_ids`` and
+    ``clip_inputs``): ``placeholder`` (what the processor expands for one clip) and ``audio_token`` (what the
+    rendered text holds for a clip: the inline placeholder, or the token a parts template writes),
     ``feature_keys`` (the processor outputs holding a clip's features and the mask of its valid frames),
     ``expansion`` (what the processor writes for a clip), ``encoder_reads_valid_frames`` and
     ``features_independent_of_batch`` (what makes the per-clip feature cache exact)."""
@@ -95,6 +96,12 @@ class AudioFamily:
     encoder_reads_valid_frames: bool = False
     features_independent_of_batch: bool = False
     feature_keys: tuple[str, str] = ("input_features", "feature_attention_mask")
+    # the processor's features are [clips, frames, bins] (Gemma 4's), not [clips, bins, frames]: the fast path
+    # keeps every clip's as [bins, frames] and the family's encoder takes them back
+    features_frames_first: bool = False
+    # the fast path is the family's default (``-o reuse`` unset); False: only where asked (``-o reuse=prefix``),
+    # for a family whose fast path has not yet run on a GPU
+    fast_path_by_default: bool = True
     # The processor call: ``pad_call`` passes ``padding=True`` (False where that would also reach the feature
     # extractor and pad each Whisper window to the call's longest clip instead of to 30 s, as Audio Flamingo's;
     # such processors pad the texts themselves); ``prompts_per_call``: 1 where the processor pads a call's

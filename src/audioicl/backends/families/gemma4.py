@@ -27,8 +27,26 @@ class StringSystemFamily(AudioFamily):
         return messages
 
 
+class Gemma4Family(StringSystemFamily):
+    """Gemma 4 on the fast path: its template writes ``<|audio|>`` for a clip, which ``replace_audio_token``
+    expands to ``boa`` + one ``<|audio|>`` per token + ``eoa``."""
+
+    def expansion(self, processor: Any, tokens: int) -> str:
+        return processor.boa_token + self.audio_token * tokens + processor.eoa_token
+
+
 FAMILY = register(
-    StringSystemFamily(
+    Gemma4Family(
+        # The fast path (reuse.py's Gemma 4 parts): a clip's features at its valid frames are the same whatever
+        # its call's longest clip, and the audio tower masks the frames past a clip's end, so each clip is
+        # extracted and encoded alone; the template's text is expanded and tokenized as the processor does.
+        placeholder="<|audio|>",
+        audio_token="<|audio|>",
+        feature_keys=("input_features", "input_features_mask"),
+        features_frames_first=True,
+        encoder_reads_valid_frames=True,
+        features_independent_of_batch=True,
+        fast_path_by_default=False,  # equal to generate in fp32 on the CPU; not yet run on a GPU
         name="gemma4",
         verified="gpu",  # full size, random weights: docs/measurements.md
         display="Gemma 4",
@@ -45,7 +63,8 @@ FAMILY = register(
             "cut silently by the feature extractor (audioicl refuses such clips instead). The chat template "
             "trims each text part and takes the system message as a string; thinking stays off (no "
             "enable_thinking). transformers >= 5.25 is the release tested; the first release with Gemma 4 was "
-            "not checked."
+            "not checked. The hf fast path (each clip encoded once, an episode's prefix computed once) runs "
+            "with -o reuse=prefix: equal to generate in fp32, not yet run on a GPU."
         ),
     )
 )
