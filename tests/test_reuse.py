@@ -216,7 +216,7 @@ def fast_path_families(tmp_path_factory):
             ModelSpec("hf", str(TINY.get(name).write(root / name, 0))),
             dtype="fp32",
             device="cpu",
-            reuse="prefix",  # Gemma 4's only where asked (``fast_path_by_default``)
+            reuse="prefix",  # Gemma 4's (and Unified's) only where asked (``fast_path_by_default``)
         )
         for name in TINY.names()
         if name in PARTS
@@ -226,11 +226,11 @@ def fast_path_families(tmp_path_factory):
         backend.close()
 
 
-@pytest.mark.parametrize("family", ["apertus1p5", "gemma4", "voxtral"])
+@pytest.mark.parametrize("family", ["apertus1p5", "gemma4", "gemma4_unified", "voxtral"])
 def test_every_fast_path_family_answers_as_generate_from_scratch(
     fast_path_families, one_episode_each, monkeypatch, family
 ):
-    assert set(fast_path_families) == {"apertus1p5", "gemma4", "voxtral"}
+    assert set(fast_path_families) == {"apertus1p5", "gemma4", "gemma4_unified", "voxtral"}
     backend = fast_path_families[family]
     # the answers as their token ids: a tiny tokenizer spells few of the ids a tiny model writes (Gemma 4's
     # decodes most to nothing), and the ids are what the paths must agree on
@@ -239,12 +239,12 @@ def test_every_fast_path_family_answers_as_generate_from_scratch(
     assert_reuse_answers_equal_generate(backend, one_episode_each)
 
 
-def test_gemma4_takes_the_fast_path_only_where_asked():
+@pytest.mark.parametrize("family", ["gemma4", "gemma4_unified"])
+def test_gemma4_takes_the_fast_path_only_where_asked(family):
     from audioicl.backends.families import FAMILIES
 
-    gemma4 = FAMILIES.get("gemma4")
-    assert HFSettings.parse({}).reuse_for(gemma4) == "off"
-    assert HFSettings.parse({"reuse": "prefix"}).reuse_for(gemma4) == "prefix"
+    assert HFSettings.parse({}).reuse_for(FAMILIES.get(family)) == "off"
+    assert HFSettings.parse({"reuse": "prefix"}).reuse_for(FAMILIES.get(family)) == "prefix"
     assert HFSettings.parse({}).reuse_for(FAMILIES.get("voxtral")) == "prefix"
 
 

@@ -449,8 +449,8 @@ def _gemma4_parts(model: Any, encoder: str = "valid") -> ModelParts:
 
     def encode(features: torch.Tensor, valid: torch.Tensor, tokens: Sequence[int]) -> list[torch.Tensor]:
         """The clips (``features`` [clips, bins, frames], given back to the tower frames first) through the
-        audio tower and its projection as ``Gemma4Model.get_audio_features`` runs them, each clip's valid
-        embeddings (the tower's own mask of them)."""
+        audio tower and its projection as ``Gemma4Model.get_audio_features`` runs them (Gemma 4 Unified's:
+        each frame's projection), each clip's valid embeddings (the tower's own mask of them)."""
         frames = torch.arange(features.shape[-1], device=features.device)
         mask = frames[None, :] < valid[:, None]
         out = inner.get_audio_features(features.transpose(1, 2), mask, return_dict=True)
@@ -463,7 +463,7 @@ def _gemma4_parts(model: Any, encoder: str = "valid") -> ModelParts:
     def read_inputs(ids: torch.Tensor) -> dict[str, torch.Tensor]:
         """The per-layer inputs (PLE) of ``ids`` with every audio token read as padding, as
         ``Gemma4Model.forward`` makes them (the decoder cannot make them from embeddings alone)."""
-        if not text_config.hidden_size_per_layer_input:
+        if not getattr(text_config, "hidden_size_per_layer_input", None):  # Gemma 4 Unified has none
             return {}
         return {
             "per_layer_inputs": text_model.get_per_layer_inputs(torch.where(ids == audio_id, pad_id, ids))
@@ -481,6 +481,7 @@ PARTS: dict[str, Callable[..., ModelParts]] = {
     "apertus1p5": _apertus_parts,
     "voxtral": _voxtral_parts,
     "gemma4": _gemma4_parts,
+    "gemma4_unified": _gemma4_parts,  # the same decoder; its audio "tower" projects each frame alone
 }
 
 

@@ -8,11 +8,20 @@ so a clip's tokens do not depend on the other clips of the call. No per-clip lim
 """
 
 from .base import VllmSupport
-from .gemma4 import StringSystemFamily
+from .gemma4 import Gemma4Family
 from .registry import register
 
 FAMILY = register(
-    StringSystemFamily(
+    Gemma4Family(
+        # Gemma 4's fast path (reuse.py's Gemma 4 parts): each 40 ms frame is projected alone, so a clip's
+        # tokens are the same in any call; only with -o reuse=prefix until it has run on a GPU
+        placeholder="<|audio|>",
+        audio_token="<|audio|>",
+        feature_keys=("input_features", "input_features_mask"),
+        features_frames_first=True,
+        encoder_reads_valid_frames=True,
+        features_independent_of_batch=True,
+        fast_path_by_default=False,
         name="gemma4_unified",
         display="Gemma 4 Unified",
         model_types=("gemma4_unified",),
@@ -29,7 +38,9 @@ FAMILY = register(
             "second and nothing cuts it (the 262,144-token context, about 10,000 s of audio less the prompt, is "
             "the only bound). The chat template is Gemma 4's (text parts trimmed, the system message a string). "
             "The checkpoint id is the one transformers' configuration names; transformers >= 5.25 is the release "
-            "tested, the first with the family was not checked. vLLM implements it (untested here)."
+            "tested, the first with the family was not checked. vLLM implements it (untested here). The hf fast "
+            "path (each clip projected once, an episode's prefix computed once) runs with -o reuse=prefix: equal "
+            "to generate in fp32, not yet run on a GPU."
         ),
     )
 )
