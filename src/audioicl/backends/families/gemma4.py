@@ -7,6 +7,7 @@ Limits, from transformers 5.25: ``Gemma4AudioFeatureExtractor.__call__`` truncat
 ``<audio|>``. The 26B-A4B and 31B checkpoints have no audio tower (``convert_gemma4_weights.py``).
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 from audioicl.prompts.chat import Chat, message_text
@@ -27,9 +28,22 @@ class StringSystemFamily(AudioFamily):
         return messages
 
 
+@dataclass(frozen=True)
 class Gemma4Family(StringSystemFamily):
-    """Gemma 4 on the fast path: its template writes ``<|audio|>`` for a clip, which ``replace_audio_token``
-    expands to ``boa`` + one ``<|audio|>`` per token + ``eoa``."""
+    """Gemma 4 (and Gemma 4 Unified) on the fast path (reuse.py's Gemma 4 parts): its template writes
+    ``<|audio|>`` for a clip, which ``replace_audio_token`` expands to ``boa`` + one ``<|audio|>`` per token +
+    ``eoa``; a clip's features at its valid frames are the same whatever its call's longest clip, and the audio
+    tower masks the frames past a clip's end (Unified's projects each frame alone), so each clip is extracted
+    and encoded alone. Only with ``-o reuse=prefix``: equal to ``generate`` in fp32 on the CPU, not yet run on
+    a GPU."""
+
+    placeholder: str = "<|audio|>"
+    audio_token: str = "<|audio|>"
+    feature_keys: tuple[str, str] = ("input_features", "input_features_mask")
+    features_frames_first: bool = True
+    encoder_reads_valid_frames: bool = True
+    features_independent_of_batch: bool = True
+    fast_path_by_default: bool = False
 
     def expansion(self, processor: Any, tokens: int) -> str:
         return processor.boa_token + self.audio_token * tokens + processor.eoa_token
@@ -37,16 +51,6 @@ class Gemma4Family(StringSystemFamily):
 
 FAMILY = register(
     Gemma4Family(
-        # The fast path (reuse.py's Gemma 4 parts): a clip's features at its valid frames are the same whatever
-        # its call's longest clip, and the audio tower masks the frames past a clip's end, so each clip is
-        # extracted and encoded alone; the template's text is expanded and tokenized as the processor does.
-        placeholder="<|audio|>",
-        audio_token="<|audio|>",
-        feature_keys=("input_features", "input_features_mask"),
-        features_frames_first=True,
-        encoder_reads_valid_frames=True,
-        features_independent_of_batch=True,
-        fast_path_by_default=False,  # equal to generate in fp32 on the CPU; not yet run on a GPU
         name="gemma4",
         verified="gpu",  # full size, random weights: docs/measurements.md
         display="Gemma 4",

@@ -12,16 +12,7 @@ from .gemma4 import Gemma4Family
 from .registry import register
 
 FAMILY = register(
-    Gemma4Family(
-        # Gemma 4's fast path (reuse.py's Gemma 4 parts): each 40 ms frame is projected alone, so a clip's
-        # tokens are the same in any call; only with -o reuse=prefix until it has run on a GPU
-        placeholder="<|audio|>",
-        audio_token="<|audio|>",
-        feature_keys=("input_features", "input_features_mask"),
-        features_frames_first=True,
-        encoder_reads_valid_frames=True,
-        features_independent_of_batch=True,
-        fast_path_by_default=False,
+    Gemma4Family(  # Gemma 4's fast path: each 40 ms frame is projected alone, a clip's tokens in any call
         name="gemma4_unified",
         display="Gemma 4 Unified",
         model_types=("gemma4_unified",),
