@@ -64,10 +64,16 @@ class FastPaths:
 # --------------------------------------------------------------------------- fused elementwise work
 
 
+def text_model(decoder: Any) -> Any:
+    """The module holding the decoder's ``layers`` (a thinker's text model holds them under
+    ``language_model``)."""
+    return decoder if hasattr(decoder, "layers") else decoder.language_model
+
+
 def compiled_modules(decoder: Any) -> list[torch.nn.Module]:
     """The decoder's modules whose work is elementwise around matmuls: every RMSNorm and every dense MLP
     (SiLU x up). Attention (it writes the KV cache) and MoE blocks (data-dependent routing) stay eager."""
-    decoder = decoder if hasattr(decoder, "layers") else decoder.language_model  # a thinker's text model
+    decoder = text_model(decoder)
     found: list[torch.nn.Module] = []
     for layer in decoder.layers:
         found += [layer.input_layernorm, layer.post_attention_layernorm]
@@ -132,8 +138,13 @@ def replayed(step: Callable[[], torch.Tensor], paths: FastPaths) -> Callable[[],
         if "out of memory" in str(exc).lower():
             raise
         torch.cuda.synchronize()
-        paths.give_up("cuda_graphs", f"the decode step cannot be captured: {str(exc).splitlines()[0]}")
+        paths.give_up("cuda_graphs", f"the decode step cannot be captured: {first_line(exc)}")
         return step
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its type's name where it has none), for a one-line log."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def compiled_or_eager(run: Callable[[], Any], decoder: Any, paths: FastPaths) -> Any:

@@ -75,7 +75,7 @@ from .base import (
     register_backend,
 )
 from .families import FAMILIES, AudioFamily, family_of
-from .graphs import SPEED_MODES, FastPaths, compile_decoder, compiled_or_eager
+from .graphs import SPEED_MODES, FastPaths, compile_decoder, compiled_or_eager, first_line
 from .processed import PlaceholderMismatch, Rendered, forward_names, model_inputs
 from .rendering import (
     audio_extractor,
@@ -511,10 +511,6 @@ def _finished_on(stream: torch.cuda.Stream) -> Iterator[None]:
     with torch.cuda.stream(stream):
         yield
     stream.synchronize()
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def _is_out_of_memory(exc: BaseException) -> bool:
@@ -978,16 +974,17 @@ class HFBackend:
         groups: list[list[Row]] = []
         joined = 0
         for read in reads:
-            grown = [*groups[-1], *read] if groups else read
-            fits = (
-                self._kv_budget is None or cache_positions(grown, steps) * self._kv_bytes <= self._kv_budget
-            )
-            if groups and joined < self.decoded_together and fits:
-                groups[-1], joined = grown, joined + 1
+            if groups and joined < self.decoded_together and self._kv_fits([*groups[-1], *read], steps):
+                groups[-1] += read
+                joined += 1
             else:
                 groups.append(list(read))
                 joined = 1
         return groups
+
+    def _kv_fits(self, rows: Sequence[Row], steps: int) -> bool:
+        """Whether a decode of ``rows`` keeps its KV cache within the budget (none: always)."""
+        return self._kv_budget is None or cache_positions(rows, steps) * self._kv_bytes <= self._kv_budget
 
     def _join_refused(
         self, rows: Sequence[Row], clips: dict[str, ClipFeatures], config: GenerationConfig, why: str
@@ -1167,7 +1164,7 @@ class HFBackend:
                 said = log.debug if self.work["encode_ahead_stopped"] else log.warning
                 said(
                     "hf backend: encoding ahead stopped, generate encodes the rest: %s",
-                    _first_line(exc),
+                    first_line(exc),
                 )
                 self.work["encode_ahead_stopped"] += 1
 

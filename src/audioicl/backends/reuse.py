@@ -38,7 +38,7 @@ from transformers.cache_utils import StaticLayer
 from transformers.masking_utils import create_bidirectional_mask
 
 from .attention import attention_in_force, batched_windows, reuse_attention_in
-from .graphs import FastPaths, replayed
+from .graphs import FastPaths, replayed, text_model
 
 PAD_SLOT = -1  # owner of a padding position
 REUSE_MODES = ("off", "audio", "prefix")
@@ -272,8 +272,7 @@ def kv_bytes_per_position(decoder: Any, dtype: torch.dtype) -> int:
     """What one position of the reuse path's static KV cache takes over ``decoder``'s layers: the keys and
     values of every layer that keeps its own (a layer that reads another's, as Gemma 4's shared ones do, has no
     key projection and keeps none). Read off the projections: a heterogeneous config has no one head size."""
-    layers = decoder.layers if hasattr(decoder, "layers") else decoder.language_model.layers
-    projections = [getattr(layer.self_attn, "k_proj", None) for layer in layers]
+    projections = [getattr(layer.self_attn, "k_proj", None) for layer in text_model(decoder).layers]
     return sum(2 * k.out_features * dtype.itemsize for k in projections if k is not None)
 
 
