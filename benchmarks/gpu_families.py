@@ -120,7 +120,10 @@ def measure(name: str, args: argparse.Namespace) -> dict:
     lines = _lines(out / f"run{median}")
     errors = [line for line in lines if line.get("status") == "error"]
     rate = len(lines) / wall
-    plain = _plain_rate(backend, _requests(options, backend, args.plain), args.max_new_tokens)
+    # the model card's loop on the processor path (a fast-path backend prepares its prompts otherwise)
+    processor_path = HFBackend.around(f"hf:{name}-full-random", model, processor, reuse="off")
+    plain = _plain_rate(processor_path, _requests(options, processor_path, args.plain), args.max_new_tokens)
+    processor_path.close()
     if plain == 0:
         raise RuntimeError("the plain generate loop answered no prompt: compare nothing")
     row = {

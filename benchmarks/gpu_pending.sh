@@ -17,7 +17,8 @@
 #   bash benchmarks/gpu_pending.sh same20 FAMILY # its 20-episode mix, reuse=off and prefix: the answers' identical share
 #   bash benchmarks/gpu_pending.sh encode        # the reuse path's encoder at 32, 64 and 128 clips a call
 #   bash benchmarks/gpu_pending.sh voxtral       # Voxtral's row, now on the fast path (45 prompts)
-#   bash benchmarks/gpu_pending.sh whole FAMILY  # the whole benchmark (300 episodes a task, 13,500 prompts)
+#   bash benchmarks/gpu_pending.sh whole FAMILY [SPEED]  # the whole benchmark (13,500 prompts), SPEED fused
+#   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
 #   bash benchmarks/gpu_pending.sh ahead FAMILY  # its 20-episode mix, -o encode_ahead=on, off, on (the first a throwaway)
@@ -111,9 +112,19 @@ case "$part" in
     ;;
   whole)
     family=${2:?whole needs a family: qwen2-audio, qwen2.5-omni or qwen3-omni}
+    speed=${3:-fused}  # gpu_throughput's --speeds: graphs (the run before the Triton kernels), fused
     build 300
     "$py" benchmarks/gpu_throughput.py --data /tmp/B300 --families "$family" --reuse prefix --batch-size 128 \
-      --speeds graphs --logit-episodes 0 --repeats 1 --json "$out/whole_$family.json"
+      --speeds "$speed" --logit-episodes 0 --repeats 1 --json "$out/whole_${family}_$speed.json"
+    ;;
+  fused)
+    "$py" benchmarks/fused_kernels.py
+    build 20
+    # one process a family; its first timed run is slower (a throwaway graphs run), then fused, graphs, fused
+    for family in qwen2.5-omni qwen2-audio; do
+      "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families $family --reuse prefix --batch-size 128 \
+        --speeds graphs,fused,graphs,fused --logit-episodes 0 --repeats 1 --json "$out/fused_$family.json"
+    done
     ;;
   contend)
     build 5
@@ -138,7 +149,7 @@ case "$part" in
       --speeds graphs --logit-episodes 0 --repeats 1 --encode-ahead on,off,on --json "$out/ahead_$family.json"
     ;;
   *)
-    echo "unknown part $part: families, omni, pack, attention, before, omni20, ramp, same20, encode, voxtral, whole, contend, together or ahead" >&2
+    echo "unknown part $part: families, omni, pack, attention, before, omni20, ramp, same20, encode, voxtral, whole, fused, contend, together or ahead" >&2
     exit 2
     ;;
 esac

@@ -16,7 +16,8 @@ and the full benchmark (13,500 prompts) extrapolated. First, per family, the rel
 generated position's logits of the reuse path against the model's own forward over each prompt alone.
 
 Each prefix run is timed once per ``--speeds`` setting (off: eager kernels; graphs: the decode step as a CUDA
-graph; all: graphs and the compiled norms and MLPs, ``backends.graphs``), and the answers of every run are
+graph; fused: graphs and the norms and MLPs through the Triton kernels; all: graphs and the compiled norms and
+MLPs, ``backends.graphs``), and the answers of every run are
 compared with the ``reuse=off`` run's on the prompts both answered (share identical). ``--step-ms`` times one
 decode step of the first batch eagerly and replayed, each with the reuse path's attention and with transformers'
 sdpa, and counts the host syncs an eager step makes; ``--encode-ms N`` times the audio encoder over the distinct
@@ -25,7 +26,7 @@ the median of ``--repeats`` timed runs (3; each run's wall seconds in ``wall_s_r
 process can be a quarter slower than the next.
 
     python benchmarks/gpu_throughput.py --data BUILD [--families qwen2-audio,qwen2.5-omni] [--limit N]
-        [--reuse off,audio,prefix] [--off-limit N] [--batch-sizes 32,64] [--speeds off,graphs,all]
+        [--reuse off,audio,prefix] [--off-limit N] [--batch-sizes 32,64] [--speeds off,graphs,fused,all]
 """
 
 from __future__ import annotations
@@ -56,7 +57,13 @@ from audioicl.testing import full_size_model
 from audioicl.testing.requests import episode_major_requests, packed_rows
 
 FULL_BENCHMARK = 13_500  # 9 tasks x 300 episodes x k = 1..5
-SPEEDS = {"off": ("off", "off"), "graphs": ("off", "on"), "all": ("on", "on")}  # (compile, cuda_graphs)
+# (compile, cuda_graphs, fused)
+SPEEDS = {
+    "off": ("off", "off", "off"),
+    "graphs": ("off", "on", "off"),
+    "fused": ("off", "on", "on"),
+    "all": ("on", "on", "off"),
+}
 
 
 def matmul_ceiling(n: int = 8192, repeats: int = 20) -> float:
@@ -139,7 +146,7 @@ def measure(
     ``-o decode_batches`` and ``-o encode_ahead``, after a one-prompt warm-up; its row, and its answers by
     request key."""
     uncompile_decoder(PARTS[family](model).decoder)  # what an earlier run compiled in place
-    compile, cuda_graphs = SPEEDS[speed]
+    compile, cuda_graphs, fused = SPEEDS[speed]
     backend = HFBackend.around(
         f"hf:{family}-full-random",
         model,
@@ -148,6 +155,7 @@ def measure(
         kv_cache=args.cache if reuse == "off" else "dynamic",
         compile=compile,
         cuda_graphs=cuda_graphs,
+        fused=fused,
         packed=args.pack and reuse != "off",
         decode_batches=decode_batches,
         encode_ahead=encode_ahead,
@@ -236,7 +244,7 @@ def measure(
         "paths": {
             k: v
             for k, v in backend.info.items()
-            if k in ("compile", "cuda_graphs", "experts", "decode_batches", "encode_ahead")
+            if k in ("compile", "fused", "cuda_graphs", "experts", "decode_batches", "encode_ahead")
         },
         "wall_s_runs": walls,
     }, answers
@@ -424,7 +432,13 @@ def first_logit_errors(model, processor, family: str, per_task: int, data: Path)
     prompts) and, for scale, the same forward batched 8 at a time with left padding."""
     uncompile_decoder(PARTS[family](model).decoder)
     backend = HFBackend.around(
-        f"hf:{family}-full-random", model, processor, reuse="prefix", compile="off", cuda_graphs="off"
+        f"hf:{family}-full-random",
+        model,
+        processor,
+        reuse="prefix",
+        compile="off",
+        cuda_graphs="off",
+        fused="off",
     )
     # reuse=off: the processor's features over the whole window, as transformers' own path reads them
     scratch = HFBackend.around(f"hf:{family}-full-random", model, processor, reuse="off")
@@ -490,7 +504,7 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument(
-        "--speeds", default="off,all", help="fast paths of each audio/prefix run: off, graphs, all"
+        "--speeds", default="off,all", help="fast paths of each audio/prefix run: off, graphs, fused, all"
     )
     parser.add_argument("--step-ms", action="store_true", help="time one decode step, eager and replayed")
     parser.add_argument(

@@ -8,6 +8,7 @@ are short sine tones whose length depends on their label, so they differ in dura
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,20 @@ WORDS = (
     "lemon",
 )
 REMAP_PATTERNS = ("AAB", "ABA", "BAB", "BAA", "ABB", "BBA")
+
+
+def _cuda_here() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+# Without a GPU, Triton's kernels (``backends.kernels``, ``-o fused=on``) run on CPU tensors through Triton's
+# interpreter: it must be chosen before Triton is first imported, in this process and the CLI's it starts.
+if not _cuda_here():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 

@@ -20,11 +20,14 @@ from helpers import share_features  # noqa: E402
 
 from audioicl import AudioICLError, read_meta  # noqa: E402
 from audioicl.backends import graphs  # noqa: E402
+from audioicl.backends import hf as hf_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.backends.graphs import (  # noqa: E402
     FastPaths,
     compile_decoder,
     compiled_modules,
+    fuse_decoder,
+    fused_modules,
     uncompile_decoder,
 )
 from audioicl.backends.hf import HFBackend, HFSettings  # noqa: E402
@@ -36,14 +39,32 @@ CPU = torch.device("cpu")
 
 def test_speed_options_are_checked_and_auto_is_off_on_the_cpu():
     settings = HFSettings.parse({})
-    assert (settings.compile, settings.cuda_graphs) == ("auto", "auto")
+    assert (settings.compile, settings.fused, settings.cuda_graphs) == ("auto", "auto", "auto")
     with pytest.raises(AudioICLError, match="cuda_graphs must be auto, on or off"):
         HFSettings.parse({"cuda_graphs": "yes"})
     with pytest.raises(AudioICLError, match="compile must be auto, on or off"):
         HFSettings.parse({"compile": "max"})
-    paths = FastPaths.resolve("auto", "auto", CPU)
-    assert (paths.compile, paths.cuda_graphs, paths.why_not) == (False, False, {})
-    assert FastPaths.resolve("auto", "auto", torch.device("cuda")).cuda_graphs  # resolving touches no GPU
+    with pytest.raises(AudioICLError, match="fused must be auto, on or off"):
+        HFSettings.parse({"fused": "triton"})
+    paths = FastPaths.resolve("auto", "auto", CPU, "auto")
+    assert (paths.compile, paths.fused, paths.cuda_graphs, paths.why_not) == (False, False, False, {})
+    on_a_gpu = FastPaths.resolve("auto", "auto", torch.device("cuda"), "auto")  # resolving touches no GPU
+    assert on_a_gpu.cuda_graphs and on_a_gpu.fused
+    compiled = FastPaths.resolve("on", "auto", torch.device("cuda"), "auto")  # compile takes the same modules
+    assert compiled.compile and not compiled.fused and compiled.why_not == {}
+
+
+def test_fused_kernels_asked_for_where_triton_cannot_run_fall_back_once_and_say_why(monkeypatch, caplog):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with caplog.at_level(logging.WARNING, logger="audioicl.backends"):
+        paths = FastPaths.resolve("off", "auto", CPU, "on")
+        both = FastPaths.resolve("on", "auto", torch.device("cuda"), "on")
+    assert not paths.fused and paths.why_not == {
+        "fused": "the fused kernels (Triton) need a CUDA device, this run is on cpu"
+    }
+    assert paths.info()["fused"] == {"asked": "on", "used": False, "fallback": paths.why_not["fused"]}
+    assert both.compile and not both.fused and both.why_not == {"fused": "compile=on fuses the same modules"}
+    assert sum("fused off" in r.getMessage() for r in caplog.records) == 2
 
 
 def test_cuda_graphs_asked_for_on_the_cpu_fall_back_once_and_say_why(caplog):
@@ -59,6 +80,7 @@ def test_cuda_graphs_asked_for_on_the_cpu_fall_back_once_and_say_why(caplog):
     assert paths.info() == {
         "compile": {"asked": "on", "used": True},
         "cuda_graphs": {"asked": "on", "used": False, "fallback": paths.why_not["cuda_graphs"]},
+        "fused": {"asked": "off", "used": False},
     }
 
 
@@ -116,9 +138,72 @@ def test_compiled_decoder_modules_give_the_tokens_of_plain_generate(tiny_backend
     assert all(module._compiled_call_impl is None for module in compiled_modules(decoder))
 
 
+@pytest.mark.parametrize("family", ["qwen2-audio", "qwen3-omni"])
+def test_fused_decoder_modules_give_the_tokens_of_plain_generate(tiny_backends, episodes, family):
+    pytest.importorskip("triton")
+    backend = tiny_backends[family]
+    requests = requests_of(episodes, backend.family, TASKS)
+    expected = answers(other(backend, reuse="off"), requests)
+    decoder = backend.parts.decoder
+    layers = len((decoder if hasattr(decoder, "layers") else decoder.language_model).layers)
+    fusion = fuse_decoder(decoder)
+    fused = fusion.counts()
+    if family == "qwen2-audio":  # every norm and dense MLP
+        assert fused == {"Qwen2RMSNorm": 2 * layers + 1, "Qwen2MLP": layers}
+    else:  # the norms, the per-head ones of queries and keys too; the MoE blocks stay eager
+        assert sum(fused.values()) == 4 * layers + 1 and all("RMSNorm" in name for name in fused)
+    with fusion.applied():
+        assert all("forward" in vars(module) for module, _ in fusion.forwards)
+        assert answers(backend, requests) == expected
+    assert not any("forward" in vars(module) for module in fused_modules(decoder))  # only while applied
+
+
+def test_the_probe_takes_only_the_modules_that_compute_what_the_kernels_do():
+    pytest.importorskip("triton")
+    from transformers import Qwen2Config
+    from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2MLP, Qwen2RMSNorm
+
+    config = Qwen2Config(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4)
+    layer = torch.nn.Module()
+    layer.input_layernorm = Qwen2RMSNorm(32)
+    layer.post_attention_layernorm = GemmaRMSNorm(32)  # scales by 1 + weight: not the kernel's formula
+    layer.mlp = Qwen2MLP(Qwen2Config(**{**config.to_dict(), "hidden_act": "gelu"}))  # not SiLU
+    layer.self_attn = torch.nn.Module()
+    decoder = torch.nn.Module()
+    decoder.layers, decoder.norm = torch.nn.ModuleList([layer]), Qwen2RMSNorm(32)
+    fusion = fuse_decoder(decoder)
+    assert fusion.counts() == {"Qwen2RMSNorm": 2}
+    with fusion.applied():
+        assert "forward" in vars(decoder.norm) and "forward" not in vars(layer.post_attention_layernorm)
+    layer.mlp = Qwen2MLP(config)
+    assert fuse_decoder(decoder).counts() == {"Qwen2RMSNorm": 2, "Qwen2MLP": 1}
+
+
+def test_fused_kernels_that_cannot_run_leave_the_eager_modules_said_once(
+    tiny_backends, episodes, monkeypatch, caplog
+):
+    backend = tiny_backends["qwen2-audio"]
+    requests = requests_of(episodes, backend.family, ("AudioCount",))
+    expected = answers(backend, requests)
+
+    def no_triton(decoder):
+        raise ImportError("No module named 'triton'\nmore")
+
+    monkeypatch.setattr(hf_backend, "fuse_decoder", no_triton)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # as where Triton would run
+    with caplog.at_level(logging.WARNING, logger="audioicl.backends"):
+        made = other(backend, fused="on")
+        assert answers(made, requests) == expected
+    why = "the fused kernels cannot run: ImportError: No module named 'triton'"
+    assert made.info["fused"] == {"asked": "on", "used": False, "fallback": why}
+    assert sum("fused off" in r.getMessage() for r in caplog.records) == 1
+
+
 def test_the_run_record_names_the_fast_paths_and_the_experts(tiny_backends):
     for family, backend in tiny_backends.items():
         assert backend.info["compile"] == {"asked": "auto", "used": False}
+        assert backend.info["fused"] == {"asked": "auto", "used": False}  # auto: on a CUDA device
         assert backend.info["cuda_graphs"] == {"asked": "auto", "used": False}
         if family == "qwen3-omni":  # its MoE experts: transformers' implementation, as loaded
             assert backend.info["experts"] == backend.model.config.get_text_config()._experts_implementation

@@ -102,3 +102,25 @@ def test_batches_decoded_together_and_clips_encoded_ahead_answer_as_the_defaults
     ]
     assert info["decode_batches"] == {"asked": "3", "used": 3}
     assert info["encode_ahead"] == {"asked": "on", "used": True}
+
+
+def test_fused_kernels_give_the_answers_of_the_eager_ones(built, tiny_checkpoints, tmp_path):
+    """``-o fused=on``: the decoder's norms and MLPs through the Triton kernels (on the CPU through Triton's
+    interpreter, which tests/conftest.py chooses where there is no GPU); the run record says which modules."""
+    pytest.importorskip("triton")
+    model = f"hf:{tiny_checkpoints['qwen2-audio']}"
+    common = ("--data", built, "--model", model, "--tasks", "AudioCount,AudioRemap", "-o", "dtype=fp32")
+    responses = {}
+    for fused in ("off", "on"):
+        out = tmp_path / fused
+        audioicl("run", *common, "--out", out, "-o", "device=cpu", "-o", f"fused={fused}")
+        name = tiny_checkpoints["qwen2-audio"].name
+        responses[fused] = [
+            json.loads(line)["response"]
+            for k in range(1, 6)
+            for line in (out / f"{name}_results_k{k}.jsonl").read_text().splitlines()
+        ]
+        info = json.loads((out / f"{name}_run.json").read_text())["runs"][-1]["backend_info"]
+    assert len(responses["on"]) == 10 and responses["on"] == responses["off"]
+    assert info["fused"]["asked"] == "on" and info["fused"]["used"] is True
+    assert info["fused"]["modules"]["Qwen2MLP"] > 0 and info["fused"]["modules"]["Qwen2RMSNorm"] > 0

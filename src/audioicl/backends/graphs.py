@@ -1,19 +1,25 @@
-"""The reuse path's faster kernels, each behind a switch (``-o compile=``, ``-o cuda_graphs=``, auto|on|off):
-fused elementwise work in the decoder (``torch.compile`` of its RMSNorms and dense MLPs) and the decode step
-replayed as a CUDA graph (the step reads fixed buffers, so one capture per batch serves its every step).
+"""The reuse path's faster kernels, each behind a switch (``-o compile=``, ``-o fused=``, ``-o cuda_graphs=``,
+auto|on|off): fused elementwise work in the decoder (its RMSNorms and dense MLPs, through ``torch.compile`` or
+through the Triton kernels of ``backends.kernels``) and the decode step replayed as a CUDA graph (the step reads
+fixed buffers, so one capture per batch serves its every step).
 
-``auto``: CUDA graphs on where there is a CUDA device, compile off (measured in docs/measurements.md: a
-tenth off Qwen2-Audio's prefill, but slower on Qwen2.5-Omni, whose batches recompile). A path that cannot be used (no
-CUDA device, a capture or compile that fails) falls back to plain eager kernels: said once in the log, and
-recorded in the backend info with why, so the run record tells which kernels made the answers. Neither path
-changes what is computed, only how it is launched (fusion may round bf16 differently; fp32 agrees to the last
-bit on the CPU in tests/test_graphs.py).
+``auto``: CUDA graphs and the Triton kernels on where there is a CUDA device, compile off (measured in
+docs/measurements.md: a tenth off Qwen2-Audio's prefill, but slower on Qwen2.5-Omni, whose batches recompile;
+compile and the Triton kernels take the same modules, so ``compile=on`` turns the kernels off). A path that
+cannot be used (no CUDA device, no Triton, a capture or compile that fails) falls back to plain eager kernels:
+said once in the log, and recorded in the backend info with why, so the run record tells which kernels made the
+answers. No path changes what is computed, only how it is launched (fusion may round bf16 differently; fp32
+agrees on the CPU in tests/test_graphs.py and tests/test_fused.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import os
+import types
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,12 +37,22 @@ class FastPaths:
     cuda_graphs: bool
     asked: dict[str, str]  # path → what the options asked (auto|on|off)
     why_not: dict[str, str] = field(default_factory=dict)
+    fused: bool = False
 
     @classmethod
-    def resolve(cls, compile: str, cuda_graphs: str, device: torch.device) -> FastPaths:
+    def resolve(cls, compile: str, cuda_graphs: str, device: torch.device, fused: str = "off") -> FastPaths:
         """The paths ``auto`` or ``on`` turn on for ``device`` (module docstring); ``on`` where a path
         cannot run falls back."""
-        paths = cls(compile == "on", cuda_graphs != "off", {"compile": compile, "cuda_graphs": cuda_graphs})
+        asked = {"compile": compile, "cuda_graphs": cuda_graphs, "fused": fused}
+        paths = cls(compile == "on", cuda_graphs != "off", asked, fused=fused != "off")
+        if fused == "auto" and (paths.compile or device.type != "cuda"):
+            paths.fused = False
+        # where TRITON_INTERPRET=1 (the tests), ``on`` runs the kernels on the CPU through Triton's interpreter
+        triton_runs_here = device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+        if paths.compile:
+            paths.give_up("fused", "compile=on fuses the same modules")
+        if not triton_runs_here:
+            paths.give_up("fused", f"the fused kernels (Triton) need a CUDA device, this run is on {device}")
         if device.type != "cuda":
             if cuda_graphs == "auto":
                 paths.cuda_graphs = False
@@ -98,6 +114,91 @@ def uncompile_decoder(decoder: Any) -> None:
         module._compiled_call_impl = None
 
 
+# --------------------------------------------------------------------------- fused kernels (Triton)
+
+
+def fused_modules(decoder: Any) -> list[torch.nn.Module]:
+    """The modules of the decoder's layers, and its final norm, shaped like one the kernels can stand in for
+    (``_kernel_for``): its RMSNorms (per-head ones of queries and keys too) and dense MLPs, whatever a family
+    names them; ``_probe`` decides which compute what the kernels do."""
+    text = text_model(decoder)
+    return [module for module in (*text.layers.modules(), text.norm) if _kernel_for(module)]
+
+
+@dataclass
+class Fusion:
+    """The Triton kernels' forward for each module of a decoder that takes them (``fuse_decoder``), in force
+    only inside ``applied()``: the reuse path's calls, so that transformers' own ``generate`` over the same
+    model (``reuse=off``, a benchmark's baseline) runs its own kernels."""
+
+    forwards: list[tuple[torch.nn.Module, Callable]]
+
+    def counts(self) -> dict[str, int]:
+        """How many modules of each class take the kernels, for the run record."""
+        return dict(Counter(type(module).__name__ for module, _ in self.forwards))
+
+    @contextmanager
+    def applied(self) -> Iterator[None]:
+        for module, forward in self.forwards:
+            module.forward = types.MethodType(forward, module)
+        try:
+            yield
+        finally:
+            for module, _ in self.forwards:
+                module.__dict__.pop("forward", None)
+
+
+def fuse_decoder(decoder: Any) -> Fusion:
+    """The Triton kernels (``backends.kernels``) for each module of ``fused_modules(decoder)`` whose class
+    passes ``_probe``. Raises what the kernels raise on this device (no Triton, a kernel that does not
+    compile)."""
+    from . import kernels  # Triton is imported only where the kernels are asked for
+
+    modules = fused_modules(decoder)
+    forwards: dict[type, Callable | None] = {}
+    for module in modules:
+        if type(module) not in forwards:
+            forwards[type(module)] = _probe(module, kernels)
+    return Fusion([(module, forward) for module in modules if (forward := forwards[type(module)])])
+
+
+def _kernel_for(module: torch.nn.Module) -> Callable | None:
+    """The kernels' forward a module of this shape would take: a norm (a 1-D weight and an epsilon) or a
+    dense MLP (gate, up and down projections and an activation); None for any other module."""
+    weight = getattr(module, "weight", None)
+    eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
+    if isinstance(weight, torch.Tensor) and weight.dim() == 1 and isinstance(eps, float):
+        return _fused_norm
+    if all(hasattr(module, name) for name in ("gate_proj", "up_proj", "down_proj", "act_fn")):
+        return _fused_mlp
+    return None
+
+
+def _probe(module: torch.nn.Module, kernels: Any) -> Callable | None:
+    """``module``'s forward through the kernels (``_kernel_for``) where, on a random input, it agrees with
+    its class's own (a norm that scales by ``1 + weight``, a LayerNorm or an MLP whose activation is not SiLU
+    does not), else None."""
+    forward = _kernel_for(module)
+    weight = module.weight if forward is _fused_norm else module.gate_proj.weight
+    generator = torch.Generator(weight.device).manual_seed(0)
+    x = torch.randn(3, weight.shape[-1], generator=generator, device=weight.device).to(weight.dtype)
+    with torch.inference_mode():
+        own, made = type(module).forward(module, x).float(), forward(module, x, kernels).float()
+    tolerance = 2**-6 * float(own.abs().max()) + 1e-6  # a few bf16 roundings; a wrong formula is far off
+    return (
+        (lambda self, x: forward(self, x, kernels)) if float((made - own).abs().max()) <= tolerance else None
+    )
+
+
+def _fused_norm(module: Any, x: torch.Tensor, kernels: Any) -> torch.Tensor:
+    eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
+    return kernels.rms_norm(x, module.weight, eps)
+
+
+def _fused_mlp(module: Any, x: torch.Tensor, kernels: Any) -> torch.Tensor:
+    return module.down_proj(kernels.silu_mul(module.gate_proj(x), module.up_proj(x)))
+
+
 def compile_failure(exc: BaseException) -> bool:
     """An error of the compiler (dynamo, inductor, triton), not of the model or of memory."""
     name = type(exc).__module__ + "." + type(exc).__name__
@@ -148,14 +249,18 @@ def first_line(exc: BaseException) -> str:
 
 
 def compiled_or_eager(run: Callable[[], Any], decoder: Any, paths: FastPaths) -> Any:
-    """``run()``; where the compiler fails in it, the decoder's modules uncompiled, compile turned off for
-    the run, and ``run()`` again (it starts over: nothing of the failed attempt is kept)."""
+    """``run()``; where the compiler (or a fused kernel's) fails in it, that path turned off for the run (the
+    decoder's modules uncompiled; ``run`` applies the fused kernels only while ``paths.fused``) and ``run()``
+    again (it starts over: nothing of the failed attempt is kept)."""
     try:
         return run()
     except Exception as exc:
-        if not (paths.compile and compile_failure(exc)):
+        if not ((paths.compile or paths.fused) and compile_failure(exc)):
             raise
-        error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    uncompile_decoder(decoder)
-    paths.give_up("compile", f"torch.compile failed: {error}")
+        error = f"{type(exc).__name__}: {first_line(exc)}"
+    if paths.compile:
+        uncompile_decoder(decoder)
+        paths.give_up("compile", f"torch.compile failed: {error}")
+    else:
+        paths.give_up("fused", f"a fused kernel failed: {error}")
     return run()

@@ -30,8 +30,9 @@ default, or over the whole 30 s window as its own forward does: the kept outputs
 padding being masked out of attention), ``reuse`` off|audio|prefix (``reuse``'s module: prefix, the default
 where the family has it, encodes each clip once and computes the prefix an episode's k prompts share once;
 audio only the first; off runs transformers' ``generate`` on every prompt from scratch; sampling always runs
-``generate``), ``compile`` and ``cuda_graphs`` auto|on|off (the reuse path's fused elementwise kernels and its
-decode step as a CUDA graph, ``graphs``; auto: graphs on where there is a CUDA device, compile off), ``pack``
+``generate``), ``compile``, ``fused`` and ``cuda_graphs`` auto|on|off (the reuse path's elementwise work fused
+by torch.compile or by Triton kernels, and its decode step as a CUDA graph, ``graphs``; auto: the Triton kernels
+and graphs on where there is a CUDA device, compile off), ``pack``
 on|off (the reuse path packs a batch's rows into fewer rows no longer than its longest, so that the prefill
 computes no padding positions between them; off by default: no gain measured on an H100, docs/measurements.md),
 ``allocator`` auto|expandable|default (the CUDA caching allocator's expandable segments, ``configure_allocator``;
@@ -52,7 +53,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,15 @@ from .base import (
     register_backend,
 )
 from .families import FAMILIES, AudioFamily, family_of
-from .graphs import SPEED_MODES, FastPaths, compile_decoder, compiled_or_eager, first_line
+from .graphs import (
+    SPEED_MODES,
+    FastPaths,
+    Fusion,
+    compile_decoder,
+    compiled_or_eager,
+    first_line,
+    fuse_decoder,
+)
 from .processed import PlaceholderMismatch, Rendered, forward_names, model_inputs
 from .rendering import (
     audio_extractor,
@@ -117,6 +126,7 @@ OPTIONS = (
     "reuse",
     "encoder",
     "compile",
+    "fused",
     "cuda_graphs",
     "pack",
     "allocator",
@@ -162,6 +172,7 @@ class HFSettings:
     reuse: str | None = None  # None: prefix where the family has the reuse path, else off
     encoder: str = "valid"
     compile: str = "auto"
+    fused: str = "auto"
     cuda_graphs: str = "auto"
     pack: str = "off"
     allocator: str = "auto"
@@ -192,7 +203,10 @@ class HFSettings:
         encoder = str(options.get("encoder", "valid"))
         if encoder not in ENCODER_WINDOWS:
             raise AudioICLError(f"backend option encoder must be valid or window, got {encoder!r}")
-        speed = {name: str(options.get(name, "auto")) for name in ("compile", "cuda_graphs", "encode_ahead")}
+        speed = {
+            name: str(options.get(name, "auto"))
+            for name in ("compile", "fused", "cuda_graphs", "encode_ahead")
+        }
         for name, value in speed.items():
             if value not in SPEED_MODES:
                 raise AudioICLError(f"backend option {name} must be auto, on or off, got {value!r}")
@@ -533,6 +547,7 @@ class HFBackend:
     encoder: str = "valid"  # reuse.ENCODER_WINDOWS: Qwen2-Audio's encoder over the valid frames or the window
     audio_cache_mb: int = 4096  # audio embeddings of the reuse path, on the model's device
     compile: str = "auto"  # graphs.SPEED_MODES: the reuse path's decoder norms and MLPs compiled
+    fused: str = "auto"  # SPEED_MODES: ... or run through Triton kernels (``graphs.fuse_decoder``)
     cuda_graphs: str = "auto"  # graphs.SPEED_MODES: the reuse path's decode step as a CUDA graph
     packed: bool = False  # -o pack=on: a batch's rows of the reuse path packed (``reuse.pack_rows``)
     decode_batches: str = "auto"  # batches of the reuse path read one by one and decoded together
@@ -610,7 +625,8 @@ class HFBackend:
         if self.reuse != "off":
             self.parts = PARTS[self.model_family.name](self.model, self.encoder)
         self.embeddings = EmbeddingCache(self.audio_cache_mb * 2**20)
-        self.paths = FastPaths.resolve(self.compile, self.cuda_graphs, self.device)
+        self.paths = FastPaths.resolve(self.compile, self.cuda_graphs, self.device, self.fused)
+        self._fusion: Fusion | None = None  # the Triton kernels' forwards (``graphs.fuse_decoder``)
         self.decoded_together = (
             AUTO_DECODE_BATCHES.get(self.device.type, 1)
             if self.decode_batches == "auto"
@@ -623,10 +639,12 @@ class HFBackend:
             self._kv_bytes = kv_bytes_per_position(self.parts.decoder, self.model.dtype)
             if self.decode_batches == "auto" and self.device.type == "cuda":
                 self._kv_budget = int(torch.cuda.mem_get_info(self.device)[0] * KV_BUDGET_OF_FREE)
-        if self.parts is None:  # transformers' generate: neither path applies
-            self.paths.compile = self.paths.cuda_graphs = False
+        if self.parts is None:  # transformers' generate: no path applies
+            self.paths.compile = self.paths.cuda_graphs = self.paths.fused = False
         elif self.paths.compile:
             compile_decoder(self.parts.decoder)
+        elif self.paths.fused:
+            self._fuse(self.parts.decoder)
         self.info = {**self.info, **self._paths_info()}
         self._halted = False  # stop() was called: generate returns after the batch in hand
         window = getattr(self.extractor, "n_samples", None)
@@ -932,9 +950,10 @@ class HFBackend:
         with torch.inference_mode():
             audio = self._embeddings(clips)
             started = time.perf_counter()
-            try:
-                tokens = compiled_or_eager(
-                    lambda: generate_rows(
+
+            def read_and_decode() -> dict[int, list[int]]:
+                with self._fused_kernels():
+                    return generate_rows(
                         parts,
                         reads,
                         audio,
@@ -945,10 +964,10 @@ class HFBackend:
                         self.device,
                         self.seconds,
                         self.paths,
-                    ),
-                    parts.decoder,
-                    self.paths,
-                )
+                    )
+
+            try:
+                tokens = compiled_or_eager(read_and_decode, parts.decoder, self.paths)
             except CachesNotJoinable as exc:
                 return self._join_refused(rows, clips, config, str(exc))
         self.seconds["generate"] += time.perf_counter() - started
@@ -1001,12 +1020,31 @@ class HFBackend:
             answered.update(self._generate_rows(run, self._clips_of(run, clips), config))
         return answered
 
+    def _fuse(self, decoder: Any) -> None:
+        """The decoder's norms and MLPs through the Triton kernels; where none can be (no Triton, a kernel
+        that does not compile here, no module of a shape they take), said once and recorded."""
+        try:
+            self._fusion = fuse_decoder(decoder)
+        except Exception as exc:  # any failure of Triton's leaves the eager kernels
+            self.paths.give_up(
+                "fused", f"the fused kernels cannot run: {type(exc).__name__}: {first_line(exc)}"
+            )
+            return
+        if not self._fusion.forwards:
+            self.paths.give_up("fused", "no norm or MLP of this decoder computes what the fused kernels do")
+
+    def _fused_kernels(self) -> AbstractContextManager:
+        """The fused kernels in force where they run (``graphs.Fusion.applied``)."""
+        return self._fusion.applied() if self.paths.fused and self._fusion else nullcontext()
+
     def _paths_info(self) -> dict[str, Any]:
         """The fast paths (``graphs.FastPaths.info``), the reuse path's attention and the MoE experts
         implementation, for the record."""
         config = self.model.config.get_text_config()
         experts = getattr(config, "_experts_implementation", None) if hasattr(config, "num_experts") else None
         made = {**self.paths.info(), **({"experts": experts} if experts else {})}
+        if self.paths.fused and self._fusion:
+            made["fused"]["modules"] = self._fusion.counts()
         if self.parts is None:
             return made
         decode: dict[str, Any] = {"asked": self.decode_batches, "used": self.decoded_together}
@@ -1362,6 +1400,7 @@ def make_hf(name: str, **options: object) -> Backend:
         reuse=settings.reuse_for(loaded.family),
         encoder=settings.encoder,
         compile=settings.compile,
+        fused=settings.fused,
         cuda_graphs=settings.cuda_graphs,
         packed=settings.pack == "on",
         decode_batches=settings.decode_batches,

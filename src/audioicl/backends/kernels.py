@@ -1,0 +1,78 @@
+"""Triton kernels for the decoder's elementwise work (``-o fused=``, ``graphs.fuse_decoder``): each one pass
+over memory where transformers' eager code makes several.
+
+- ``rms_norm``: transformers' RMSNorm (``weight * (x * rsqrt(mean(x²) + eps)).to(x.dtype)``, the mean in
+  fp32). Eager, that is seven kernels (the fp32 copy, its square, the mean, the product, the cast back, the
+  weight) reading and writing about 40 bytes an element in bf16; here 4.
+- ``silu_mul``: a dense MLP's ``silu(gate) * up``; eager, two kernels and a temporary (10 bytes an element);
+  here 6.
+
+Each rounds where the eager code rounds (the normalised value to the input's dtype before the weight; the
+activation to the input's dtype before the product), so outputs differ from eager ones only where Triton's
+``exp``/``rsqrt`` and the order of the mean's sum differ from PyTorch's in the last fp32 bits.
+
+The integer arguments are not specialised on (``do_not_specialize``): a new row count never compiles a new
+kernel, so the decode step, whose first run is eager, compiles nothing inside a CUDA graph capture.
+Where ``TRITON_INTERPRET=1`` is set before this module is imported, the kernels run on CPU tensors through
+Triton's interpreter (the tests do: the same kernel code, executed with numpy).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+TILE = 4096  # elements a program of ``rms_norm`` reads (rows of a narrower width share a program)
+SPAN = 2048  # elements a program of ``silu_mul`` reads
+
+
+@triton.jit(do_not_specialize=["rows", "width", "in_stride", "eps"])
+def _rms_norm(x_ptr, w_ptr, out_ptr, rows, width, in_stride, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]
+    col = tl.arange(0, BLOCK)[None, :]
+    inside = (row < rows) & (col < width)
+    x = tl.load(x_ptr + row * in_stride + col, mask=inside, other=0.0).to(tl.float32)
+    mean_square = tl.sum(x * x, axis=1) / width
+    normed = (x * tl.math.rsqrt(mean_square + eps)[:, None]).to(x_ptr.dtype.element_ty)
+    weight = tl.load(w_ptr + col, mask=col < width, other=0.0).to(tl.float32)
+    out = (weight * normed.to(tl.float32)).to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + row * width + col, out, mask=inside)
+
+
+@triton.jit(do_not_specialize=["count"])
+def _silu_mul(gate_ptr, up_ptr, out_ptr, count, BLOCK: tl.constexpr):
+    at = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = at < count
+    gate = tl.load(gate_ptr + at, mask=inside, other=0.0).to(tl.float32)
+    up = tl.load(up_ptr + at, mask=inside, other=0.0)
+    act = (gate / (1.0 + tl.exp(-gate))).to(up_ptr.dtype.element_ty)
+    tl.store(out_ptr + at, (act.to(tl.float32) * up.to(tl.float32)).to(out_ptr.dtype.element_ty), mask=inside)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' RMSNorm of ``x`` over its last dimension (module docstring), in ``weight``'s and
+    ``x``'s promoted dtype, as ``weight * normed`` gives it."""
+    width = x.shape[-1]
+    flat = x.reshape(-1, width)
+    if flat.stride(-1) != 1:
+        flat = flat.contiguous()
+    out = torch.empty(flat.shape, dtype=torch.promote_types(weight.dtype, x.dtype), device=x.device)
+    block = triton.next_power_of_2(width)
+    rows_per_program = max(1, TILE // block)
+    grid = (triton.cdiv(flat.shape[0], rows_per_program),)
+    warps = 8 if block * rows_per_program >= 4096 else 4
+    _rms_norm[grid](
+        flat, weight, out, flat.shape[0], width, flat.stride(0), eps,
+        ROWS=rows_per_program, BLOCK=block, num_warps=warps,
+    )  # fmt: skip
+    return out.view(x.shape)
+
+
+def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` (same shapes and dtype), as ``act_fn(gate_proj(x)) * up_proj(x)`` gives it."""
+    gate, up = gate.contiguous(), up.contiguous()
+    out = torch.empty_like(up)
+    count = up.numel()
+    _silu_mul[(triton.cdiv(count, SPAN),)](gate, up, out, count, BLOCK=SPAN, num_warps=8)
+    return out

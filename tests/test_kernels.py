@@ -1,0 +1,57 @@
+"""The Triton kernels of ``-o fused=`` (``backends.kernels``) against the transformers modules they stand in for:
+on a GPU where there is one, else through Triton's interpreter on the CPU (tests/conftest.py chooses it)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+pytest.importorskip("transformers")
+
+from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm  # noqa: E402
+
+from audioicl.backends.kernels import rms_norm, silu_mul  # noqa: E402
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def norm_of(width: int, dtype: torch.dtype) -> Qwen2RMSNorm:
+    norm = Qwen2RMSNorm(width, eps=1e-6).to(DEVICE, dtype)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(width, generator=torch.Generator().manual_seed(width)))
+    return norm
+
+
+# widths: a thin per-head norm (several rows a program), one not a power of two, a Qwen2.5-Omni hidden size
+@pytest.mark.parametrize(("width", "rows"), [(48, 37), (100, 1), (128, 70), (3584, 5)])
+def test_rms_norm_is_transformers_rmsnorm_in_fp32(width, rows):
+    norm = norm_of(width, torch.float32)
+    x = torch.randn(rows, 3, width, device=DEVICE) * 4
+    made = rms_norm(x, norm.weight, norm.variance_epsilon)
+    assert made.shape == x.shape and made.dtype == torch.float32
+    torch.testing.assert_close(made, norm(x), rtol=1e-5, atol=1e-5)
+
+
+def test_rms_norm_reads_a_strided_input_and_keeps_the_promoted_dtype():
+    norm = norm_of(64, torch.float32)
+    x = torch.randn(64, 10, device=DEVICE).t()  # rows 10 apart: not contiguous
+    torch.testing.assert_close(rms_norm(x, norm.weight, 1e-6), norm(x), rtol=1e-5, atol=1e-5)
+    half = x.to(torch.bfloat16)  # fp32 weight times a bf16 input: fp32, as transformers' product gives it
+    assert rms_norm(half, norm.weight, 1e-6).dtype == norm(half).dtype == torch.float32
+
+
+def test_silu_mul_is_silu_of_gate_times_up_in_fp32():
+    gate, up = torch.randn(2, 5, 333, device=DEVICE) * 6, torch.randn(2, 5, 333, device=DEVICE)
+    made = silu_mul(gate, up)
+    assert made.shape == up.shape
+    torch.testing.assert_close(made, torch.nn.functional.silu(gate) * up, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(DEVICE.type != "cuda", reason="the interpreter does not round bf16 as a GPU does")
+def test_in_bf16_on_a_gpu_nearly_every_element_is_the_eager_one_to_the_bit():
+    norm = norm_of(3584, torch.bfloat16)
+    x = torch.randn(4096, 3584, device=DEVICE, dtype=torch.bfloat16)
+    assert (rms_norm(x, norm.weight, 1e-6) == norm(x)).float().mean() > 0.99
+    gate, up = torch.randn_like(x), torch.randn_like(x)
+    assert (silu_mul(gate, up) == torch.nn.functional.silu(gate) * up).float().mean() > 0.99
