@@ -11,8 +11,10 @@ Each rounds where the eager code rounds (the normalised value to the input's dty
 activation to the input's dtype before the product), so outputs differ from eager ones only where Triton's
 ``exp``/``rsqrt`` and the order of the mean's sum differ from PyTorch's in the last fp32 bits.
 
-The integer arguments are not specialised on (``do_not_specialize``): a new row count never compiles a new
-kernel, so the decode step, whose first run is eager, compiles nothing inside a CUDA graph capture.
+Triton specialises a kernel on its integer arguments (divisible by 16 or not): the widths and counts keep that
+(without it the loads are not vectorised, and ``silu_mul`` ran slower than eager on an H200), the row count of
+``rms_norm`` does not (``do_not_specialize``). Any variant a decode step needs is compiled by its first step,
+which runs eagerly before the step is captured as a CUDA graph.
 Where ``TRITON_INTERPRET=1`` is set before this module is imported, the kernels run on CPU tensors through
 Triton's interpreter (the tests do: the same kernel code, executed with numpy).
 """
@@ -27,7 +29,7 @@ TILE = 4096  # elements a program of ``rms_norm`` reads (rows of a narrower widt
 SPAN = 2048  # elements a program of ``silu_mul`` reads
 
 
-@triton.jit(do_not_specialize=["rows", "width", "in_stride", "eps"])
+@triton.jit(do_not_specialize=["rows", "eps"])
 def _rms_norm(x_ptr, w_ptr, out_ptr, rows, width, in_stride, eps, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]
     col = tl.arange(0, BLOCK)[None, :]
@@ -40,7 +42,7 @@ def _rms_norm(x_ptr, w_ptr, out_ptr, rows, width, in_stride, eps, ROWS: tl.const
     tl.store(out_ptr + row * width + col, out, mask=inside)
 
 
-@triton.jit(do_not_specialize=["count"])
+@triton.jit
 def _silu_mul(gate_ptr, up_ptr, out_ptr, count, BLOCK: tl.constexpr):
     at = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = at < count
