@@ -170,6 +170,16 @@ def test_the_probe_takes_only_the_modules_that_compute_what_the_kernels_do():
     layer.post_attention_layernorm = GemmaRMSNorm(32)  # scales by 1 + weight: not the kernel's formula
     layer.mlp = Qwen2MLP(Qwen2Config(**{**config.to_dict(), "hidden_act": "gelu"}))  # not SiLU
     layer.self_attn = torch.nn.Module()
+
+    class TakesMore(torch.nn.Module):  # a norm's shape whose forward needs more than the input
+        def __init__(self):
+            super().__init__()
+            self.weight, self.eps = torch.nn.Parameter(torch.ones(32)), 1e-6
+
+        def forward(self, x, scale):
+            return x * scale
+
+    layer.self_attn.q_norm = TakesMore()
     decoder = torch.nn.Module()
     decoder.layers, decoder.norm = torch.nn.ModuleList([layer]), Qwen2RMSNorm(32)
     fusion = fuse_decoder(decoder)

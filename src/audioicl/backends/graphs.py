@@ -9,7 +9,7 @@ compile and the Triton kernels take the same modules, so ``compile=on`` turns th
 cannot be used (no CUDA device, no Triton, a capture or compile that fails) falls back to plain eager kernels:
 said once in the log, and recorded in the backend info with why, so the run record tells which kernels made the
 answers. No path changes what is computed, only how it is launched (fusion may round bf16 differently; fp32
-agrees on the CPU in tests/test_graphs.py and tests/test_fused.py).
+agrees on the CPU in tests/test_graphs.py and tests/test_kernels.py).
 """
 
 from __future__ import annotations
@@ -177,13 +177,18 @@ def _kernel_for(module: torch.nn.Module) -> Callable | None:
 def _probe(module: torch.nn.Module, kernels: Any) -> Callable | None:
     """``module``'s forward through the kernels (``_kernel_for``) where, on a random input, it agrees with
     its class's own (a norm that scales by ``1 + weight``, a LayerNorm or an MLP whose activation is not SiLU
-    does not), else None."""
+    does not; nor a class whose forward takes more than the input), else None. An error of the kernels is
+    raised."""
     forward = _kernel_for(module)
     weight = module.weight if forward is _fused_norm else module.gate_proj.weight
     generator = torch.Generator(weight.device).manual_seed(0)
     x = torch.randn(3, weight.shape[-1], generator=generator, device=weight.device).to(weight.dtype)
     with torch.inference_mode():
-        own, made = type(module).forward(module, x).float(), forward(module, x, kernels).float()
+        try:
+            own = type(module).forward(module, x).float()
+        except (TypeError, ValueError, RuntimeError, AttributeError):  # not a forward of the input alone
+            return None
+        made = forward(module, x, kernels).float()
     tolerance = 2**-6 * float(own.abs().max()) + 1e-6  # a few bf16 roundings; a wrong formula is far off
     return (
         (lambda self, x: forward(self, x, kernels)) if float((made - own).abs().max()) <= tolerance else None
