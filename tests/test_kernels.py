@@ -41,6 +41,12 @@ def test_rms_norm_reads_a_strided_input_and_keeps_the_promoted_dtype():
     assert rms_norm(half, norm.weight, 1e-6).dtype == norm(half).dtype == torch.float32
 
 
+def test_no_positions_give_an_empty_output():
+    norm = norm_of(64, torch.float32)
+    assert rms_norm(torch.zeros(2, 0, 64, device=DEVICE), norm.weight, 1e-6).shape == (2, 0, 64)
+    assert silu_mul(torch.zeros(0, 8, device=DEVICE), torch.zeros(0, 8, device=DEVICE)).shape == (0, 8)
+
+
 def test_silu_mul_is_silu_of_gate_times_up_in_fp32():
     gate, up = torch.randn(2, 5, 333, device=DEVICE) * 6, torch.randn(2, 5, 333, device=DEVICE)
     made = silu_mul(gate, up)
