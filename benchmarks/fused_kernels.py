@@ -12,10 +12,10 @@ gains), plus a per-head norm (Qwen3-Omni's queries and keys).
 from __future__ import annotations
 
 import argparse
-import statistics
 from collections.abc import Callable
 
 import torch
+from gpu_throughput import cuda_ms
 from transformers import Qwen2Config
 from transformers.models.qwen2.modeling_qwen2 import Qwen2MLP, Qwen2RMSNorm
 
@@ -26,17 +26,10 @@ SHAPES = {"qwen2.5-omni": (3584, 18944), "qwen2-audio": (4096, 11008)}
 
 
 def median_ms(call: Callable[[], torch.Tensor], repeats: int) -> float:
+    """``gpu_throughput.cuda_ms`` after three calls of warm-up."""
     for _ in range(3):
         call()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return cuda_ms(call, repeats)
 
 
 def row(name: str, eager: Callable, fused: Callable, repeats: int) -> dict:

@@ -72,15 +72,7 @@ def matmul_ceiling(n: int = 8192, repeats: int = 20) -> float:
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     for _ in range(3):
         a @ b
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        a @ b
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return 2 * n**3 / statistics.median(times) / 1e12
+    return 2 * n**3 / (cuda_ms(lambda: a @ b, repeats) / 1e3) / 1e12
 
 
 def parameter_counts(model: torch.nn.Module) -> dict[str, float]:
