@@ -166,8 +166,7 @@ def _kernel_for(module: torch.nn.Module) -> Callable | None:
     """The kernels' forward a module of this shape would take: a norm (a 1-D weight and an epsilon) or a
     dense MLP (gate, up and down projections and an activation); None for any other module."""
     weight = getattr(module, "weight", None)
-    eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
-    if isinstance(weight, torch.Tensor) and weight.dim() == 1 and isinstance(eps, float):
+    if isinstance(weight, torch.Tensor) and weight.dim() == 1 and isinstance(_epsilon(module), float):
         return _fused_norm
     if all(hasattr(module, name) for name in ("gate_proj", "up_proj", "down_proj", "act_fn")):
         return _fused_mlp
@@ -195,9 +194,13 @@ def _probe(module: torch.nn.Module, kernels: Any) -> Callable | None:
     )
 
 
+def _epsilon(module: Any) -> Any:
+    """A norm's epsilon, under either name transformers' norms give it."""
+    return getattr(module, "variance_epsilon", getattr(module, "eps", None))
+
+
 def _fused_norm(module: Any, x: torch.Tensor, kernels: Any) -> torch.Tensor:
-    eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
-    return kernels.rms_norm(x, module.weight, eps)
+    return kernels.rms_norm(x, module.weight, _epsilon(module))
 
 
 def _fused_mlp(module: Any, x: torch.Tensor, kernels: Any) -> torch.Tensor:

@@ -519,14 +519,6 @@ def _positions(rows: Sequence[Row]) -> int:
     return len(rows) * max(row.length for row in rows)
 
 
-@contextmanager
-def _finished_on(stream: torch.cuda.Stream) -> Iterator[None]:
-    """The block's GPU work on ``stream``, waited for when the block ends."""
-    with torch.cuda.stream(stream):
-        yield
-    stream.synchronize()
-
-
 def _is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
@@ -1093,18 +1085,23 @@ class HFBackend:
         features, mask = self._feature_batch(made)
         valid = mask.sum(dim=1).to(self.device)
         encoded = self.parts.encode(features.to(self.device), valid, [clip.tokens for clip in made])
-        for digest, embedding in zip(clips, encoded, strict=True):
+        by_digest = dict(zip(clips, encoded, strict=True))
+        for digest, embedding in by_digest.items():
             self.embeddings.put(digest, embedding)
         self.work["encoded_clips"] += len(made)
         self.work["encoded_audio_tokens"] += sum(clip.tokens for clip in made)
-        return dict(zip(clips, encoded, strict=True))
+        return by_digest
 
-    def _on_side_stream(self) -> Any:
+    @contextmanager
+    def _on_side_stream(self) -> Iterator[None]:
         """The block's GPU work on the side stream where there is one, finished when the block ends (what
         the preparing thread leaves on the GPU is done before another stream reads it)."""
         if self._side_stream is None:
-            return nullcontext()
-        return _finished_on(self._side_stream)
+            yield
+            return
+        with torch.cuda.stream(self._side_stream):
+            yield
+        self._side_stream.synchronize()
 
     def _halving(
         self, batch: Sequence[Any], attempt: Callable, prompts: Callable, footprint: Callable = len
