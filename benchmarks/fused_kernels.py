@@ -19,7 +19,7 @@ from gpu_throughput import cuda_ms
 from transformers import Qwen2Config
 from transformers.models.qwen2.modeling_qwen2 import Qwen2MLP, Qwen2RMSNorm
 
-from audioicl.backends import kernels
+from audioicl.backends.hf.reuse import kernels
 
 # name → (hidden size, MLP width): Qwen2.5-Omni-7B's thinker, Qwen2-Audio-7B's decoder
 SHAPES = {"qwen2.5-omni": (3584, 18944), "qwen2-audio": (4096, 11008)}

@@ -27,8 +27,8 @@ import torch
 
 from audioicl.backends.base import GenerationConfig, ModelSpec
 from audioicl.backends.families import FAMILIES
-from audioicl.backends.hf import HFBackend
-from audioicl.backends.reuse import PARTS
+from audioicl.backends.hf.backend import HFBackend
+from audioicl.backends.hf.reuse.parts import PARTS
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import run
 from audioicl.testing import FAMILIES as QWEN_FAMILIES
@@ -49,7 +49,7 @@ def _plain_rate(backend: HFBackend, requests, max_new_tokens: int) -> float:
     torch.cuda.synchronize()
     started = time.perf_counter()
     for item in prepared:
-        backend._generate_batch([item], config)
+        backend.scratch._generate_batch([item], config)
     torch.cuda.synchronize()
     return len(prepared) / (time.perf_counter() - started)
 

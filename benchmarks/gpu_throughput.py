@@ -45,12 +45,16 @@ from unittest.mock import patch
 import soundfile as sf
 import torch
 
-from audioicl.backends import hf as hf_module
-from audioicl.backends import reuse as reuse_module
 from audioicl.backends.base import ModelSpec
-from audioicl.backends.graphs import FastPaths, replayed, uncompile_decoder
-from audioicl.backends.hf import HFBackend, configure_allocator
-from audioicl.backends.reuse import PARTS, DecodeStep, batches, prefill
+from audioicl.backends.hf.backend import HFBackend
+from audioicl.backends.hf.load import configure_allocator
+from audioicl.backends.hf.reuse import decode as reuse_module
+from audioicl.backends.hf.reuse import parts as parts_module
+from audioicl.backends.hf.reuse import path as hf_module
+from audioicl.backends.hf.reuse.decode import DecodeStep, prefill
+from audioicl.backends.hf.reuse.graphs import FastPaths, replayed, uncompile_decoder
+from audioicl.backends.hf.reuse.parts import PARTS
+from audioicl.backends.hf.reuse.rows import batches
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import run
 from audioicl.testing import full_size_model
@@ -176,14 +180,15 @@ def measure(
     walls = [made.wall for made in timed]  # in the order they ran
     median = sorted(timed, key=lambda made: made.wall)[len(timed) // 2]
     summary, wall, before, after, peak = median.summary, median.wall, median.before, median.after, median.peak
-    backend.seconds, backend.work = median.seconds, median.work
+    backend.seconds.update(median.seconds)
+    backend.work.update(median.work)
     lines = [json.loads(x) for s in summary.ks for x in s.path.read_text().splitlines()]
     ok = [x for x in lines if x["status"] == "ok"]
     durations: dict[str, float] = {}
     audio = sum(clip_seconds(args.data, x["audio_paths"], durations) for x in ok)
     work = backend.work
     flops = 2 * counts["lm"] * work["lm_tokens"]
-    whole_window = reuse == "off" or backend.encoder == "window"
+    whole_window = reuse == "off" or backend.settings.encoder == "window"
     encoded = encoder_positions(family, work["encoded_audio_tokens"], work["encoded_clips"], whole_window)
     flops += 2 * counts["audio"] * encoded
     scratch = 0.0  # what every prompt from scratch would have cost
@@ -201,7 +206,7 @@ def measure(
         for s in summary.ks
         for x in map(json.loads, s.path.read_text().splitlines())
     }
-    backend.embeddings.clear()
+    backend.path.embeddings.clear()
     return {
         "prompts": len(lines),
         "errors": len(lines) - len(ok),
@@ -260,9 +265,8 @@ def timed_run(backend: HFBackend, options: RunOptions) -> Timed:
     """The runner over ``options`` on ``backend``, from empty caches and counters whatever ran before (and with
     no batch size remembered as too large: each timed run learns it as a run of its own process would)."""
     backend.clear_caches()
-    backend._failed_footprints.clear()
-    backend.seconds = dict.fromkeys(backend.seconds, 0.0)
-    backend.work = dict.fromkeys(backend.work, 0)
+    backend.halving._failed_footprints.clear()
+    backend.reset_counters()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -307,7 +311,8 @@ def rounded(row: dict) -> dict:
 def without(name: str):
     """The reuse path's attention swap ``name`` (``batched_windows`` or ``reuse_attention_in``) made a no-op
     inside the block: transformers' own implementation runs, the baseline of the same process."""
-    return patch.object(reuse_module, name, lambda *_: nullcontext())
+    module = parts_module if name == "batched_windows" else reuse_module  # where each is called
+    return patch.object(module, name, lambda *_: nullcontext())
 
 
 def cuda_ms(step, repeats: int) -> float:
@@ -349,12 +354,14 @@ def decode_step_ms(model, processor, family: str, args: argparse.Namespace, repe
     paths = FastPaths.resolve("off", "on", backend.device)
     out = {"prompts": sum(len(r.members) for r in batch), "rows": len(batch)}
     with torch.inference_mode():
-        audio = backend._embeddings(backend._clips_of(batch, clips))
+        audio = backend.path._embeddings(backend.path._clips_of(batch, clips))
         # room for every step below: transformers' static cache writes each at its own running count
         room = 4 * repeats + 8
-        done = prefill(backend.parts, [batch], audio, room, backend.pad_token_id, model.dtype, backend.device)
+        done = prefill(
+            backend.path.parts, [batch], audio, room, backend.pad_token_id, model.dtype, backend.device
+        )
         out["keys"] = done.plan.total
-        step = DecodeStep(backend.parts, done.plan, done.cache, room, model.dtype)
+        step = DecodeStep(backend.path.parts, done.plan, done.cache, room, model.dtype)
         step.load(done.logits.argmax(-1), 0)
         for label, swap in (("", nullcontext()), ("_sdpa", without("reuse_attention_in"))):
             with swap:
@@ -374,7 +381,7 @@ def decode_step_ms(model, processor, family: str, args: argparse.Namespace, repe
             )
     out["experts"] = backend.info.get("experts")
     out["graph_fallback"] = paths.why_not.get("cuda_graphs")
-    backend.embeddings.clear()
+    backend.path.embeddings.clear()
     return out
 
 
@@ -399,8 +406,8 @@ def encode_ms(model, processor, family: str, args: argparse.Namespace, repeats: 
             with swap:
 
                 def encode_all():
-                    backend.embeddings.clear()
-                    return backend._embeddings(clips)
+                    backend.path.embeddings.clear()
+                    return backend.path._embeddings(clips)
 
                 made[label] = encode_all()
                 out[f"{label}ms"] = cuda_ms(encode_all, repeats)
@@ -410,7 +417,7 @@ def encode_ms(model, processor, family: str, args: argparse.Namespace, repeats: 
     out["max_rel_diff"] = max(
         relative_error(made[""][d].float(), made[label][d].float()) for label in made for d in clips
     )
-    backend.embeddings.clear()
+    backend.path.embeddings.clear()
     return out
 
 
@@ -448,16 +455,16 @@ def first_logit_errors(model, processor, family: str, per_task: int, data: Path)
                 relative_error(logits[i], alone[item.index]) for i, item in enumerate(chunk)
             ]
         for batch in batches(rows, 8):
-            audio = backend._embeddings(backend._clips_of(batch, clips))
+            audio = backend.path._embeddings(backend.path._clips_of(batch, clips))
             done = prefill(
-                backend.parts, [batch], audio, 0, backend.pad_token_id, model.dtype, backend.device
+                backend.path.parts, [batch], audio, 0, backend.pad_token_id, model.dtype, backend.device
             )
             for r, row in enumerate(batch):
                 for m, member in enumerate(row.members):
                     errors["reuse"].append(
                         relative_error(done.logits[r, m].float(), alone[member.sequence.index])
                     )
-    backend.embeddings.clear()
+    backend.path.embeddings.clear()
     return errors
 
 
@@ -508,7 +515,7 @@ def main() -> None:
     parser.add_argument(
         "--encode-chunks",
         default="32",
-        help="with --encode-ms, also time the encoder at these clips per call (hf.ENCODE_CLIPS is one)",
+        help="with --encode-ms, also time the encoder at these clips per call (hf.reuse.path.ENCODE_CLIPS is one)",
     )
     parser.add_argument("--pack", action="store_true", help="audio/prefix runs with -o pack=on (row packing)")
     parser.add_argument(

@@ -90,7 +90,8 @@ def run_options(args: argparse.Namespace, folder: Path, shard: Shard | None) -> 
 
 def full_size_backend(args: argparse.Namespace):
     """The ``hf`` backend around the full-size random-weight model, built on this process's device."""
-    from audioicl.backends.hf import DTYPES, HFBackend
+    from audioicl.backends.hf.backend import HFBackend
+    from audioicl.backends.hf.load import DTYPES
     from audioicl.testing import full_size_model
 
     model, processor = full_size_model(

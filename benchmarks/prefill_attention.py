@@ -21,8 +21,9 @@ import torch
 from gpu_throughput import relative_error
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from audioicl.backends.hf import HFBackend
-from audioicl.backends.reuse import batches, prefill
+from audioicl.backends.hf.backend import HFBackend
+from audioicl.backends.hf.reuse.decode import prefill
+from audioicl.backends.hf.reuse.rows import batches
 from audioicl.testing import full_size_model
 from audioicl.testing.requests import episode_major_requests, packed_rows
 
@@ -46,7 +47,13 @@ def prefill_all(backend: HFBackend, work, steps: int) -> list[torch.Tensor]:
     out = []
     for batch, audio in work:
         done = prefill(
-            backend.parts, [batch], audio, steps, backend.pad_token_id, backend.model.dtype, backend.device
+            backend.path.parts,
+            [batch],
+            audio,
+            steps,
+            backend.pad_token_id,
+            backend.model.dtype,
+            backend.device,
         )
         out.append(done.logits.float())
         del done
@@ -79,7 +86,7 @@ def main() -> None:
     steps = args.max_new_tokens - 1
     with torch.inference_mode():
         work = [
-            (batch, backend._embeddings(backend._clips_of(batch, clips)))
+            (batch, backend.path._embeddings(backend.path._clips_of(batch, clips)))
             for batch in batches(rows, args.batch_size)
         ]
         positions = sum(len(batch) * max(row.length for row in batch) for batch, _ in work)

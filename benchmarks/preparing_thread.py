@@ -21,7 +21,7 @@ from pathlib import Path
 from unittest.mock import patch
 
 from audioicl.backends.families.base import AudioFamily
-from audioicl.backends.hf import HFBackend
+from audioicl.backends.hf.backend import HFBackend
 from audioicl.testing.requests import built_benchmark, episode_major_requests, tiny_backend
 
 
@@ -53,7 +53,9 @@ def main() -> None:
         }
         rows = {}
         for label, setting in settings.items():
-            backend._direct_features = None  # checked afresh against the processor's call, as a run does
+            backend.clips._direct_features = (
+                None  # checked afresh against the processor's call, as a run does
+            )
             with setting:
                 prepared_once(backend, requests)
                 runs = [prepared_once(backend, requests) for _ in range(args.repeats)]

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from audioicl.backends.base import Request
-from audioicl.backends.reuse import batches
+from audioicl.backends.hf.reuse.rows import batches
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import window_sizes, windows
 from audioicl.testing.requests import built_benchmark, episode_major_requests, packed_rows, tiny_backend

@@ -14,12 +14,12 @@ import argparse
 import time
 from collections import defaultdict
 
-from audioicl.backends.solvers import SOLVERS
 from audioicl.cli.main import parse_int_set
 from audioicl.dataset.meta import find_meta_files, read_meta
 from audioicl.prompts.build import build_chat
 from audioicl.prompts.clips import MORSE_BANK_MODES, load_morse_bank
 from audioicl.scoring.rules import judge
+from audioicl.solvers.registry import SOLVERS
 from audioicl.tasks import task_names
 
 

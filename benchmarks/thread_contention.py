@@ -26,8 +26,9 @@ from pathlib import Path
 import torch
 
 from audioicl.backends.base import GenerationConfig
-from audioicl.backends.hf import PREFETCH_CLIPS, HFBackend
-from audioicl.backends.reuse import batches
+from audioicl.backends.hf.backend import HFBackend
+from audioicl.backends.hf.features import PREFETCH_CLIPS
+from audioicl.backends.hf.reuse.rows import batches
 from audioicl.testing import full_size_model
 from audioicl.testing.requests import episode_major_requests, packed_rows
 
@@ -48,7 +49,7 @@ class PreparingThread:
     def _work(self) -> None:
         while not self._stop.is_set():
             start = self.calls * self.per_call % len(self.clips)
-            self.backend._extract(self.clips[start : start + self.per_call])
+            self.backend.clips.extract(self.clips[start : start + self.per_call])
             self.calls += 1
 
     def __enter__(self) -> PreparingThread:
@@ -81,15 +82,15 @@ def measure(family: str, data: Path, limit: int, batch_size: int, repeats: int) 
     parts = list({p.digest: p for r in requests for p in backend._render(r)[1]}.values())
     config = GenerationConfig(max_new_tokens=16, batch_size=batch_size)
     first = batches(rows, batch_size)[0]
-    first_clips = backend._clips_of(first, clips)
+    first_clips = backend.path._clips_of(first, clips)
 
     def encode_all() -> None:
-        backend.embeddings.clear()
+        backend.path.embeddings.clear()
         with torch.inference_mode():
-            backend._embeddings(clips)
+            backend.path._embeddings(clips)
 
     def answer_batch() -> None:
-        backend._generate_rows(first, first_clips, config)
+        backend.path._generate_rows(first, first_clips, config)
 
     answer_batch()  # warm: kernels, the CUDA graph's first capture, the embeddings of the first batch
     encode_all()

@@ -360,9 +360,9 @@ def synthesizer_kinds(per_kind: int, seed: int = 0) -> None:
     """Per anomaly kind of this checkout's machine synthesizer: how well energy below 20 Hz alone separates
     it from normal takes of the same unit, and how often the oracle's deviation rule (5 normal takes as the
     reference, measurements that start at 40-50 Hz) flags it: an anomaly it never flags is not heard."""
-    from audioicl.backends.perceiving import DEVIATION_THRESHOLD, deviation_score
     from audioicl.perception.measure import ANOMALY_NORMAL_SPREAD, anomaly_features
     from audioicl.seeding import rng_for
+    from audioicl.solvers.perceiving import DEVIATION_THRESHOLD, deviation_score
     from audioicl.synth import machines
 
     print(f"\n| machine | anomaly | <20 Hz AUC | flagged (normals flagged) |  ({per_kind} takes each)")

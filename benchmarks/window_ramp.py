@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from audioicl.backends.hf import HFBackend
+from audioicl.backends.hf.backend import HFBackend
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import WINDOW_BATCHES, run
 from audioicl.testing.requests import built_benchmark, tiny_backend

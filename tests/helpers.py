@@ -140,5 +140,5 @@ def share_features(backend, other) -> None:
     features alike: a reuse path's cache holds features trimmed to their valid frames, which ``reuse=off``
     (Qwen2-Audio's forward wants the whole 30 s window) cannot take. Sharing regardless made tests that ran
     after a reuse path on the same clips fail, in whichever order pytest put them."""
-    if other.trim_to == backend.trim_to:
-        other.features = backend.features
+    if other.clips.trim_to == backend.clips.trim_to:
+        other.clips.features = backend.clips.features

@@ -13,8 +13,9 @@ pytest.importorskip("torchvision")
 from helpers import noise_clip  # noqa: E402
 from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
 
-from audioicl.backends import attention  # noqa: E402
-from audioicl.backends.attention import (  # noqa: E402
+from audioicl.backends.hf.features import feature_batch  # noqa: E402
+from audioicl.backends.hf.reuse import attention  # noqa: E402
+from audioicl.backends.hf.reuse.attention import (  # noqa: E402
     REUSE,
     WINDOWS,
     batched_windows,
@@ -22,7 +23,7 @@ from audioicl.backends.attention import (  # noqa: E402
     reuse_attention_in,
     segment_attention,
 )
-from audioicl.backends.reuse import PARTS  # noqa: E402
+from audioicl.backends.hf.reuse.parts import PARTS  # noqa: E402
 
 
 class Grouped(torch.nn.Module):
@@ -112,8 +113,8 @@ def test_an_implementation_is_in_force_only_inside_its_block():
 @pytest.mark.parametrize("family", ["qwen2.5-omni", "qwen3-omni"])
 def test_the_omni_encoders_batched_windows_give_the_encoders_own_embeddings(tiny_backends, family):
     backend = tiny_backends[family]
-    made = backend._extract([noise_clip(s, i) for i, s in enumerate((0.05, 1.0, 4.3, 12.0, 29.99, 7.7))])
-    features, mask = backend._feature_batch(made)
+    made = backend.clips.extract([noise_clip(s, i) for i, s in enumerate((0.05, 1.0, 4.3, 12.0, 29.99, 7.7))])
+    features, mask = feature_batch(made, backend.model_family, backend.model.dtype)
     tokens = [clip.tokens for clip in made]
     valid = mask.sum(1)
     frames = torch.arange(features.shape[-1])
@@ -129,8 +130,8 @@ def test_the_window_layout_is_made_once_per_encoder_call_not_per_layer(tiny_back
     """The layout's host syncs (its width, its real slots) happen once a call: every layer after the first
     finds the layout the first made on the call's ``cu_seqlens``."""
     backend = tiny_backends[family]
-    made = backend._extract([noise_clip(s, i) for i, s in enumerate((1.0, 4.3, 12.0))])
-    features, mask = backend._feature_batch(made)
+    made = backend.clips.extract([noise_clip(s, i) for i, s in enumerate((1.0, 4.3, 12.0))])
+    features, mask = feature_batch(made, backend.model_family, backend.model.dtype)
     found: list[bool] = []
     layout = attention._window_layout
 

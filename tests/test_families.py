@@ -26,8 +26,8 @@ import torch  # noqa: E402
 from audioicl import AudioICLError, ModelSpec, RunOptions, audio, load_backend, read_meta, run  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
 from audioicl.backends.families import FAMILIES  # noqa: E402
+from audioicl.backends.hf.reuse.parts import PARTS  # noqa: E402
 from audioicl.backends.rendering import end_of_turn_token  # noqa: E402
-from audioicl.backends.reuse import PARTS  # noqa: E402
 from audioicl.prompts.build import build_prompt  # noqa: E402
 from audioicl.prompts.clips import ClipStore  # noqa: E402
 from audioicl.testing.families import TINY  # noqa: E402
@@ -87,7 +87,9 @@ def _our_inputs(backend, request: Request) -> tuple[dict, int]:
     tokens and cached features), and how many clips it holds."""
     (prepared,), failed = backend.prepare([request])
     assert not failed
-    ours = backend.model_inputs([prepared]) if backend.processed else backend._inputs([prepared])
+    ours = (
+        backend.scratch.model_inputs([prepared]) if backend.processed else backend.scratch._inputs([prepared])
+    )
     return ours, len(prepared.clips)
 
 
@@ -247,7 +249,7 @@ def test_full_size_builders_make_the_real_shapes_without_memory(name):
 def test_towers_that_take_only_eager_attention_load_eager_beside_the_runs_text_attention():
     """Apertus 1.5's vision and audio tokenizers and Gemma 4's audio tower refuse sdpa at load; the text model
     keeps the run's choice."""
-    from audioicl.backends.hf import attention_implementation
+    from audioicl.backends.hf.load import attention_implementation
 
     apertus = FAMILIES.get("apertus1p5")
     assert attention_implementation(apertus, "sdpa") == {

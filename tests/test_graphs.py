@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,12 @@ pytest.importorskip("torchvision")
 from helpers import share_features  # noqa: E402
 
 from audioicl import AudioICLError, read_meta  # noqa: E402
-from audioicl.backends import graphs  # noqa: E402
-from audioicl.backends import hf as hf_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
-from audioicl.backends.graphs import (  # noqa: E402
+from audioicl.backends.hf import KIND as HF  # noqa: E402
+from audioicl.backends.hf.backend import HFBackend  # noqa: E402
+from audioicl.backends.hf.reuse import graphs  # noqa: E402
+from audioicl.backends.hf.reuse import path as hf_backend  # noqa: E402
+from audioicl.backends.hf.reuse.graphs import (  # noqa: E402
     FastPaths,
     compile_decoder,
     compiled_modules,
@@ -30,7 +31,6 @@ from audioicl.backends.graphs import (  # noqa: E402
     fused_modules,
     uncompile_decoder,
 )
-from audioicl.backends.hf import HFBackend, HFSettings  # noqa: E402
 from audioicl.prompts.build import build_prompt  # noqa: E402
 from audioicl.prompts.clips import ClipStore, load_morse_bank  # noqa: E402
 
@@ -38,14 +38,14 @@ CPU = torch.device("cpu")
 
 
 def test_speed_options_are_checked_and_auto_is_off_on_the_cpu():
-    settings = HFSettings.parse({})
+    settings = HF.parse({})
     assert (settings.compile, settings.fused, settings.cuda_graphs) == ("auto", "auto", "auto")
     with pytest.raises(AudioICLError, match="cuda_graphs must be auto, on or off"):
-        HFSettings.parse({"cuda_graphs": "yes"})
+        HF.parse({"cuda_graphs": "yes"})
     with pytest.raises(AudioICLError, match="compile must be auto, on or off"):
-        HFSettings.parse({"compile": "max"})
+        HF.parse({"compile": "max"})
     with pytest.raises(AudioICLError, match="fused must be auto, on or off"):
-        HFSettings.parse({"fused": "triton"})
+        HF.parse({"fused": "triton"})
     paths = FastPaths.resolve("auto", "auto", CPU, "auto")
     assert (paths.compile, paths.fused, paths.cuda_graphs, paths.why_not) == (False, False, False, {})
     on_a_gpu = FastPaths.resolve("auto", "auto", torch.device("cuda"), "auto")  # resolving touches no GPU
@@ -115,7 +115,7 @@ def answers(backend: HFBackend, requests: list[Request]) -> list[tuple]:
 
 def other(backend: HFBackend, **options) -> HFBackend:
     """Another backend around the same model (and feature cache, where it can take it)."""
-    made = replace(backend, **options)
+    made = backend.with_options(**options)
     share_features(backend, made)
     return made
 
@@ -125,7 +125,7 @@ def test_compiled_decoder_modules_give_the_tokens_of_plain_generate(tiny_backend
     backend = tiny_backends[family]
     requests = requests_of(episodes, backend.family, TASKS)
     expected = answers(other(backend, reuse="off"), requests)
-    decoder = backend.parts.decoder
+    decoder = backend.path.parts.decoder
     layers = len((decoder if hasattr(decoder, "layers") else decoder.language_model).layers)
     # dynamo traces the modules; its eager backend runs the traced graph (inductor needs a C compiler)
     dense = family == "qwen2-audio"  # Qwen3-Omni's MoE blocks stay eager
@@ -144,7 +144,7 @@ def test_fused_decoder_modules_give_the_tokens_of_plain_generate(tiny_backends, 
     backend = tiny_backends[family]
     requests = requests_of(episodes, backend.family, TASKS)
     expected = answers(other(backend, reuse="off"), requests)
-    decoder = backend.parts.decoder
+    decoder = backend.path.parts.decoder
     layers = len((decoder if hasattr(decoder, "layers") else decoder.language_model).layers)
     fusion = fuse_decoder(decoder)
     fused = fusion.counts()
@@ -235,14 +235,14 @@ def test_a_capture_that_fails_falls_back_once_with_the_same_answers(
 
     monkeypatch.setattr(graphs, "Replay", refuse)
     monkeypatch.setattr(graphs.torch.cuda, "synchronize", lambda: None)  # no CUDA device here
-    backend.paths.cuda_graphs = True  # as on a GPU
+    backend.path.paths.cuda_graphs = True  # as on a GPU
     with caplog.at_level(logging.WARNING, logger="audioicl.backends"):
         assert answers(backend, requests) == expected
     assert len(captures) == 1  # tried once, then eager for every later batch
-    assert backend.paths.why_not == {
+    assert backend.path.paths.why_not == {
         "cuda_graphs": "the decode step cannot be captured: operation not permitted when stream is capturing"
     }
-    assert backend.info["cuda_graphs"]["fallback"] == backend.paths.why_not["cuda_graphs"]
+    assert backend.info["cuda_graphs"]["fallback"] == backend.path.paths.why_not["cuda_graphs"]
     assert sum("cuda_graphs off" in r.getMessage() for r in caplog.records) == 1
 
 
@@ -265,14 +265,14 @@ def test_a_compile_that_fails_falls_back_to_eager_with_the_same_answers(tiny_bac
     def broken(graph, example_inputs):
         raise RuntimeError("no compiler here")
 
-    compile_decoder(backend.parts.decoder, backend=broken)
-    backend.paths.compile = True
+    compile_decoder(backend.path.parts.decoder, backend=broken)
+    backend.path.paths.compile = True
     try:
         with caplog.at_level(logging.WARNING, logger="audioicl.backends"):
             assert answers(backend, requests) == expected
     finally:
-        uncompile_decoder(backend.parts.decoder)
-    assert not backend.paths.compile
-    assert backend.paths.why_not["compile"].startswith("torch.compile failed: BackendCompilerFailed")
-    assert backend.info["compile"]["fallback"] == backend.paths.why_not["compile"]
-    assert all(module._compiled_call_impl is None for module in compiled_modules(backend.parts.decoder))
+        uncompile_decoder(backend.path.parts.decoder)
+    assert not backend.path.paths.compile
+    assert backend.path.paths.why_not["compile"].startswith("torch.compile failed: BackendCompilerFailed")
+    assert backend.info["compile"]["fallback"] == backend.path.paths.why_not["compile"]
+    assert all(module._compiled_call_impl is None for module in compiled_modules(backend.path.parts.decoder))

@@ -161,7 +161,7 @@ def test_prompt_tokens_follow_the_original_layout(backends, tiny_dataset, family
     )
     text, parts = render_chat(request.chat, spec, backend.processor.apply_chat_template)
     prepared = backend._prepare_text(0, text, parts)
-    tokens = backend._inputs([prepared])["input_ids"][0].tolist()
+    tokens = backend.scratch._inputs([prepared])["input_ids"][0].tolist()
 
     system = request.chat.messages[0].content[0].text
     user_parts = request.chat.messages[1].content
@@ -193,14 +193,15 @@ def test_clips_of_one_length_are_extracted_together_as_each_alone_where_a_call_p
     together (none then padded), each exactly as alone; a clip of another length is left to its prompt."""
     backend = backends["qwen3-omni"]
     assert not backend.model_family.features_independent_of_batch
-    backend.features.clear()
+    backend.clips.features.clear()
     same = [noise(2.0, seed) for seed in (11, 12, 13)]
     other = noise(1.3, 14)
-    backend._prefetch([*same, other])
-    assert other.digest not in backend.features
+    backend.clips.prefetch([*same, other])
+    assert other.digest not in backend.clips.features
     for clip in same:
-        cached = backend.features.get(clip, lambda _: pytest.fail("not prefetched"))
-        (alone,) = backend._extract([clip])
+        cached = backend.clips.features.get(clip.digest)
+        assert cached is not None, "not prefetched"
+        (alone,) = backend.clips.extract([clip])
         assert torch.equal(cached.features, alone.features)
         assert (cached.valid, cached.tokens) == (alone.valid, alone.tokens)
 
@@ -253,17 +254,17 @@ def test_clip_features_that_are_not_the_processors_turn_off_once_with_the_proces
         return (features + 1, mask, tokens) if fault == "features" else (features, mask, [1] * len(tokens))
 
     monkeypatch.setattr(family, "clip_features", other)
-    monkeypatch.setattr(backend, "_direct_features", None)
+    monkeypatch.setattr(backend.clips, "_direct_features", None)
     clips = [noise(1.5, 21), noise(2.5, 22)]
     with caplog.at_level("WARNING", logger="audioicl.backends"):
-        made = [backend._extract([clip])[0] for clip in clips]
-    assert calls == [1] and backend._direct_features is False  # tried on the first clip only
+        made = [backend.clips.extract([clip])[0] for clip in clips]
+    assert calls == [1] and backend.clips._direct_features is False  # tried on the first clip only
     (warning,) = [r.getMessage() for r in caplog.records if "through its processor's call" in r.getMessage()]
     assert said in warning  # once, saying why
     monkeypatch.setattr(family, "clip_features", AudioFamily.clip_features)
     assert all(
         torch.equal(m.features, alone.features) and m.tokens == alone.tokens
-        for m, alone in zip(made, (backend._extract([clip])[0] for clip in clips), strict=True)
+        for m, alone in zip(made, (backend.clips.extract([clip])[0] for clip in clips), strict=True)
     )
 
 
@@ -274,7 +275,7 @@ def test_cached_features_equal_the_processors_batched_output(backends, family):
     spec = backend.model_family
     clips = [noise(1.0, 1), noise(2.5, 2), noise(0.4, 3)]
     texts = [f"one {spec.placeholder} two {spec.placeholder}", f"three {spec.placeholder}"]
-    ours = backend._inputs(
+    ours = backend.scratch._inputs(
         [
             backend._prepare_text(0, texts[0], clips[:2]),
             backend._prepare_text(1, texts[1], clips[2:]),
@@ -316,13 +317,13 @@ def test_answers_do_not_depend_on_batch_mates_or_size(backends, tiny_dataset, fa
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_each_clip_is_extracted_once(backends, tiny_dataset, family):
     backend = backends[family]
-    backend.features.clear()
+    backend.clips.features.clear()
     requests = requests_for(tiny_dataset, k=2, family=backend.family) + requests_for(
         tiny_dataset, k=3, family=backend.family
     )
     backend.generate(requests, GenerationConfig(max_new_tokens=2, batch_size=8))
     distinct = {part.digest for r in requests for part in r.chat.audio_parts()}
-    assert backend.features.misses == len(distinct)
+    assert backend.clips.features.misses == len(distinct)
 
 
 def test_the_checkpoints_own_generation_settings_do_not_change_greedy_answers(
@@ -359,7 +360,7 @@ def test_generate_samples_at_temperature_alone(backends, temperature):
     argument left unset. Greedy passes no sampling flag, which transformers would warn about on every call
     ("generation flags are not valid and may be ignored: ['top_k']"; strict validation raises on it)."""
     backend = backends["qwen2-audio"]
-    kwargs = backend._generation_kwargs(GenerationConfig(max_new_tokens=4, temperature=temperature))
+    kwargs = backend.scratch._generation_kwargs(GenerationConfig(max_new_tokens=4, temperature=temperature))
     resolved, _ = backend.model._prepare_generation_config(None, **kwargs)
     assert resolved.do_sample is (temperature > 0)
     assert resolved.repetition_penalty == 1.0
@@ -374,7 +375,7 @@ def test_out_of_memory_halves_the_batch_down_to_one(tiny_checkpoints, tiny_datas
     )
     requests = requests_for(tiny_dataset, k=1, family=backend.family)[:5]
     expected = [r.text for r in backend.generate(requests, GenerationConfig(max_new_tokens=4, batch_size=1))]
-    real = backend._generate_batch
+    real = backend.scratch._generate_batch
     sizes: list[int] = []
 
     def fault(batch, config):  # the fault hook: more than two prompts run out of memory
@@ -384,7 +385,7 @@ def test_out_of_memory_halves_the_batch_down_to_one(tiny_checkpoints, tiny_datas
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
         return real(batch, config)
 
-    monkeypatch.setattr(backend, "_generate_batch", fault)
+    monkeypatch.setattr(backend.scratch, "_generate_batch", fault)
     responses = backend.generate(requests, GenerationConfig(max_new_tokens=4, batch_size=8))
     assert [r.text for r in responses] == expected
     assert sizes == [5, 2, 3, 1, 2]  # halved until each part fits
@@ -392,7 +393,7 @@ def test_out_of_memory_halves_the_batch_down_to_one(tiny_checkpoints, tiny_datas
     def always(batch, config):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(backend, "_generate_batch", always)
+    monkeypatch.setattr(backend.scratch, "_generate_batch", always)
     failed = backend.generate(requests[:2], GenerationConfig(max_new_tokens=4, batch_size=8))
     assert all(r.text is None and "out of memory on the smallest batch" in r.error for r in failed)
 
@@ -411,14 +412,15 @@ def test_stop_returns_the_batches_answered_before_it(
     requests = requests_for(tiny_dataset, k=1, family=backend.family)[:5]
     config = GenerationConfig(max_new_tokens=4, batch_size=2)
     expected = [r.text for r in backend.generate(requests, config)]
-    real = getattr(backend, method)
+    owner = backend.scratch if method == "_generate_batch" else backend.path
+    real = getattr(owner, method)
 
     def then_a_signal(*args):
         answers = real(*args)
         backend.stop()
         return answers
 
-    monkeypatch.setattr(backend, method, then_a_signal)
+    monkeypatch.setattr(owner, method, then_a_signal)
     with pytest.raises(GenerationStopped) as info:
         backend.generate(requests, config)
     answered = info.value.answered
@@ -546,11 +548,12 @@ def test_an_answer_the_tokenizer_cannot_decode_is_that_prompts_error_line(
 
 
 def test_the_allocator_option_is_checked_applied_on_cuda_only_and_recorded(tiny_checkpoints, monkeypatch):
-    from audioicl.backends.hf import HFSettings, configure_allocator
+    from audioicl.backends.hf import KIND as HF
+    from audioicl.backends.hf.load import configure_allocator
 
-    assert HFSettings.parse({}).allocator == "auto"
-    with pytest.raises(AudioICLError, match="allocator must be one of auto, expandable, default"):
-        HFSettings.parse({"allocator": "big"})
+    assert HF.parse({}).allocator == "auto"
+    with pytest.raises(AudioICLError, match="allocator must be auto, expandable or default"):
+        HF.parse({"allocator": "big"})
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert configure_allocator("auto", cpu) == {"asked": "auto", "used": "default"}
     assert configure_allocator("expandable", cpu)["fallback"].startswith("expandable segments are for CUDA")

@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 
 from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm  # noqa: E402
 
-from audioicl.backends.kernels import rms_norm, silu_mul  # noqa: E402
+from audioicl.backends.hf.reuse.kernels import rms_norm, silu_mul  # noqa: E402
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 

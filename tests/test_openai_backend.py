@@ -22,7 +22,7 @@ from chat_server import ChatServer, answer_for, messages_digest  # noqa: E402
 from audioicl import AudioICLError, read_meta  # noqa: E402
 from audioicl.backends import ModelSpec, load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig, Request  # noqa: E402
-from audioicl.backends.openai import CONNECT_RETRIES, chat_messages  # noqa: E402
+from audioicl.backends.openai.backend import CONNECT_RETRIES, chat_messages  # noqa: E402
 from audioicl.prompts.build import build_prompt  # noqa: E402
 from audioicl.prompts.chat import AudioPart, TextPart  # noqa: E402
 from audioicl.prompts.clips import ClipStore  # noqa: E402
@@ -285,7 +285,7 @@ def test_a_server_that_goes_away_stops_the_call_after_a_few_connection_attempts(
     give up at their first refused connection: the call raises BackendUnreachable instead of answering
     every request with an error."""
     from audioicl.backends.base import BackendUnreachable
-    from audioicl.backends.openai import CONNECT_RETRIES
+    from audioicl.backends.openai.backend import CONNECT_RETRIES
 
     gone = False
     server = ChatServer(plan=lambda digest, attempt: "drop" if gone else None).start()

@@ -20,7 +20,12 @@ import pytest
 
 from audioicl import Episode, judge, read_meta
 from audioicl.backends import ModelSpec, load_backend
-from audioicl.backends.perceiving import (
+from audioicl.dataset.meta import find_meta_files
+from audioicl.prompts.build import build_chat
+from audioicl.prompts.chat import AudioPart, Chat, PromptItem
+from audioicl.prompts.clips import load_morse_bank
+from audioicl.records import Clip, Query
+from audioicl.solvers.perceiving import (
     ANOMALOUS,
     NORMAL,
     PRIOR_WEIGHT,
@@ -30,12 +35,7 @@ from audioicl.backends.perceiving import (
     oracle_anomaly,
     read_with_table,
 )
-from audioicl.backends.solvers import SOLVERS
-from audioicl.dataset.meta import find_meta_files
-from audioicl.prompts.build import build_chat
-from audioicl.prompts.chat import AudioPart, Chat, PromptItem
-from audioicl.prompts.clips import load_morse_bank
-from audioicl.records import Clip, Query
+from audioicl.solvers.registry import SOLVERS
 from audioicl.synth.morse import MORSE_CODE
 from audioicl.tasks import task_names
 

@@ -39,7 +39,7 @@ def test_served_template_renders_a_request_as_the_offline_backends(
 ):
     pytest.importorskip("httpx")
     from audioicl.backends.families import FAMILIES
-    from audioicl.backends.openai import chat_messages
+    from audioicl.backends.openai.backend import chat_messages
     from audioicl.backends.rendering import load_processor, render_chat, served_chat_template
 
     processor = load_processor(str(tiny_checkpoints[family]))

@@ -21,8 +21,11 @@ from helpers import noise_clip, share_features  # noqa: E402
 
 from audioicl import AudioICLError, Episode, ModelSpec, load_backend  # noqa: E402
 from audioicl.backends.base import GenerationConfig  # noqa: E402
-from audioicl.backends.hf import HFBackend, HFSettings  # noqa: E402
-from audioicl.backends.reuse import (  # noqa: E402
+from audioicl.backends.hf import KIND as HF  # noqa: E402
+from audioicl.backends.hf.backend import HFBackend  # noqa: E402
+from audioicl.backends.hf.features import feature_batch  # noqa: E402
+from audioicl.backends.hf.load import reuse_for  # noqa: E402
+from audioicl.backends.hf.reuse.rows import (  # noqa: E402
     ClipSpan,
     TokenSequence,
     batches,
@@ -124,25 +127,32 @@ def test_packed_rows_hold_a_batchs_groups_one_after_another_each_reading_only_it
 # --------------------------------------------------------------------------- options
 
 
-def test_reuse_options_are_checked():
-    assert HFSettings.parse({}).reuse is None
+def test_reuse_options_are_checked_against_the_family():
+    from audioicl.backends.families import FAMILIES
+
+    qwen, gemma = FAMILIES.get("qwen2-audio"), FAMILIES.get("gemma4")
+    assert HF.parse({}).reuse is None
     with pytest.raises(AudioICLError, match="reuse must be off, audio or prefix"):
-        HFSettings.parse({"reuse": "all"})
+        HF.parse({"reuse": "all"})
     with pytest.raises(AudioICLError, match="needs attn=sdpa or eager"):
-        HFSettings.parse({"reuse": "prefix", "attn": "flash_attention_2"})
-    with pytest.raises(AudioICLError, match="cache applies to reuse=off"):
-        HFSettings.parse({"cache": "static"})
-    assert HFSettings.parse({"pack": "on"}).pack == "on" and HFSettings.parse({}).pack == "off"
+        reuse_for(HF.parse({"reuse": "prefix", "attn": "flash_attention_2"}), qwen)
+    with pytest.raises(AudioICLError, match="cache applies to transformers' generate"):
+        reuse_for(HF.parse({"cache": "static"}), qwen)
+    # a family whose default is already reuse=off takes cache=static as it stands
+    assert reuse_for(HF.parse({"cache": "static"}), gemma) == "off"
+    assert HF.parse({"pack": "on"}).pack == "on" and HF.parse({}).pack == "off"
     with pytest.raises(AudioICLError, match="pack must be on or off"):
-        HFSettings.parse({"pack": "yes"})
-    with pytest.raises(AudioICLError, match="needs reuse=audio"):
-        HFSettings.parse({"pack": "on", "reuse": "off"})
-    assert HFSettings.parse({"cache": "static", "reuse": "off"}).cache == "static"
-    assert HFSettings.parse({}).decode_batches == "auto"
-    assert HFSettings.parse({"decode_batches": 3}).decode_batches == "3"
+        HF.parse({"pack": "yes"})
+    with pytest.raises(AudioICLError, match="pack=on packs the rows of the fast path"):
+        reuse_for(HF.parse({"pack": "on", "reuse": "off"}), qwen)
+    with pytest.raises(AudioICLError, match="gemma4 has no fast path|without reuse=off"):
+        reuse_for(HF.parse({"pack": "on"}), gemma)
+    assert reuse_for(HF.parse({"cache": "static", "reuse": "off"}), qwen) == "off"
+    assert HF.parse({}).decode_batches == "auto"
+    assert HF.parse({"decode_batches": "3"}).decode_batches == 3
     for wrong in ("0", "two", "-1", "1.5"):
         with pytest.raises(AudioICLError, match="decode_batches must be auto or a whole number"):
-            HFSettings.parse({"decode_batches": wrong})
+            HF.parse({"decode_batches": wrong})
 
 
 # --------------------------------------------------------------------------- the runner's windows
@@ -184,7 +194,7 @@ def one_episode_each(tmp_path_factory) -> Path:
 
 def with_reuse(backend: HFBackend, reuse: str) -> HFBackend:
     """Another backend around the same model and processor (and feature cache, where it can take it), with ``reuse``."""
-    other = replace(backend, reuse=reuse, info={**backend.info, "reuse": reuse})
+    other = backend.with_options(reuse=reuse)
     share_features(backend, other)
     return other
 
@@ -207,7 +217,7 @@ def test_reuse_answers_equal_generate_from_scratch_for_every_task_and_k(
 def fast_path_families(tmp_path_factory):
     """family → the default backend (fp32, CPU) of every family beyond the Qwen ones that has the fast path,
     around its tiny checkpoint."""
-    from audioicl.backends.reuse import PARTS
+    from audioicl.backends.hf.reuse.parts import PARTS
     from audioicl.testing.families import TINY
 
     root = tmp_path_factory.mktemp("fast-path-families")
@@ -243,9 +253,9 @@ def test_every_fast_path_family_answers_as_generate_from_scratch(
 def test_gemma4_takes_the_fast_path_only_where_asked(family):
     from audioicl.backends.families import FAMILIES
 
-    assert HFSettings.parse({}).reuse_for(FAMILIES.get(family)) == "off"
-    assert HFSettings.parse({"reuse": "prefix"}).reuse_for(FAMILIES.get(family)) == "prefix"
-    assert HFSettings.parse({}).reuse_for(FAMILIES.get("voxtral")) == "prefix"
+    assert reuse_for(HF.parse({}), FAMILIES.get(family)) == "off"
+    assert reuse_for(HF.parse({"reuse": "prefix"}), FAMILIES.get(family)) == "prefix"
+    assert reuse_for(HF.parse({}), FAMILIES.get("voxtral")) == "prefix"
 
 
 def assert_reuse_answers_equal_generate(prefix: HFBackend, root: Path) -> None:
@@ -259,20 +269,20 @@ def assert_reuse_answers_equal_generate(prefix: HFBackend, root: Path) -> None:
     answers = {}
     variants = {
         "prefix": prefix,
-        "packed": replace(prefix, packed=True),
-        "together": replace(prefix, decode_batches="3"),
-        "packed together": replace(prefix, packed=True, decode_batches="3"),
+        "packed": prefix.with_options(pack="on"),
+        "together": prefix.with_options(decode_batches=3),
+        "packed together": prefix.with_options(pack="on", decode_batches=3),
     }
     for reuse in ("off", "audio", *variants):
         backend = variants.get(reuse) or with_reuse(prefix, reuse)
-        backend.embeddings.clear()  # the backend is the session's: count what this run encodes
-        encoded_before, work_before = backend.embeddings.encoded, backend.work["encoded_clips"]
+        backend.clear_caches()  # the backend is the session's: count what this run encodes
+        work_before = backend.work["encoded_clips"]
         responses = backend.generate(requests, config)
         assert all(r.error is None for r in responses), [r.error for r in responses if r.error]
         answers[reuse] = [(r.text, r.usage) for r in responses]
         if reuse != "off":  # each distinct clip through the encoder once, the letter bank included
             distinct = {part.digest for r in requests for part in r.chat.audio_parts()}
-            encoded = backend.embeddings.encoded - encoded_before
+            encoded = backend.path.embeddings.misses
             assert encoded == len(distinct) == backend.work["encoded_clips"] - work_before
     assert answers["audio"] == answers["off"]
     assert answers["prefix"] == answers["off"]
@@ -287,11 +297,11 @@ def test_prefix_sharing_reads_fewer_positions(prefix_backends, one_episode_each)
     alone = with_reuse(prefix, "audio")
     config = GenerationConfig(max_new_tokens=2, batch_size=16)
     for backend in (prefix, alone):
-        backend.work = dict.fromkeys(backend.work, 0)
+        backend.reset_counters()
         backend.generate(requests, config)
     assert prefix.work["lm_tokens"] < 0.7 * alone.work["lm_tokens"]
-    packed = replace(prefix, packed=True)
-    packed.work = dict.fromkeys(packed.work, 0)
+    packed = prefix.with_options(pack="on")
+    packed.reset_counters()
     packed.generate(requests, config)
     assert packed.work["lm_tokens"] == prefix.work["lm_tokens"]  # the same prompts read, once each
     assert packed.work["lm_padding"] < prefix.work["lm_padding"]
@@ -305,7 +315,7 @@ def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_ep
     ]
     config = GenerationConfig(max_new_tokens=3, batch_size=10)
     expected = [r.text for r in backend.generate(requests, config)]
-    real = backend._generate_rows
+    real = backend.path._generate_rows
     sizes: list[int] = []
 
     def fault(rows, clips, config):  # more than one row runs out of memory
@@ -315,8 +325,10 @@ def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_ep
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
         return real(rows, clips, config)
 
-    monkeypatch.setattr(backend, "_generate_rows", fault)
-    monkeypatch.setattr(backend, "_failed_footprints", {})  # the fixture's backend is shared: learn afresh
+    monkeypatch.setattr(backend.path, "_generate_rows", fault)
+    monkeypatch.setattr(
+        backend.halving, "_failed_footprints", {}
+    )  # the fixture's backend is shared: learn afresh
     failures = backend.work["out_of_memory"]
     assert [r.text for r in backend.generate(requests, config)] == expected
     assert sizes == [2, 1, 1]
@@ -329,7 +341,7 @@ def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_ep
     def always(rows, clips, config):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(backend, "_generate_rows", always)
+    monkeypatch.setattr(backend.path, "_generate_rows", always)
     failed = backend.generate(requests, config)
     assert all(r.text is None and "out of memory on the smallest batch" in r.error for r in failed)
 
@@ -337,10 +349,10 @@ def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_ep
 def test_batches_decoded_together_join_their_caches_or_fall_back_to_one_at_a_time(
     prefix_backends, one_episode_each, monkeypatch, caplog
 ):
-    from audioicl.backends import reuse
+    from audioicl.backends.hf.reuse import decode as reuse
 
-    backend = replace(prefix_backends["qwen2-audio"], decode_batches="3")
-    assert backend.info["decode_batches"] == {"asked": "3", "used": 3}
+    backend = prefix_backends["qwen2-audio"].with_options(decode_batches=3)
+    assert backend.info["decode_batches"] == {"asked": 3, "used": 3}
     requests = episode_major_requests(one_episode_each, backend.family)
     config = GenerationConfig(max_new_tokens=4, batch_size=7)
     expected = [r.text for r in with_reuse(backend, "off").generate(requests, config)]
@@ -369,28 +381,32 @@ def test_batches_decoded_together_join_their_caches_or_fall_back_to_one_at_a_tim
         assert [r.text for r in backend.generate(requests, config)] == expected
     said = [r.getMessage() for r in caplog.records if "decode_batches 1" in r.getMessage()]
     assert len(said) == 1 and "keeps no keys" in said[0]
-    assert backend.decoded_together == 1
+    assert backend.path.decoded_together == 1
     assert backend.info["decode_batches"] == {
-        "asked": "3",
+        "asked": 3,
         "used": 1,
         "fallback": "transformers 9.0's static cache keeps no keys",
     }
 
 
 def test_batches_join_a_decode_only_while_their_cache_fits_the_budget(prefix_backends):
-    backend = replace(prefix_backends["qwen2-audio"], decode_batches="3")
+    backend = prefix_backends["qwen2-audio"].with_options(decode_batches=3)
     reads = [[row] for row in pack([sequence(i, str(i), [1] * (10 + i)) for i in range(5)], share=True)]
-    assert [len(group) for group in backend._decode_groups(reads, 2)] == [3, 2]  # no budget: 3 at most
+    assert [len(group) for group in backend.path._decode_groups(reads, 2)] == [3, 2]  # no budget: 3 at most
     # a row of length n, one prompt, 2 steps: n + 2 positions; joined rows pad to the longest
-    backend._kv_budget = 32 * backend._kv_bytes
-    assert [[r.length for r in g] for g in backend._decode_groups(reads, 2)] == [[10, 11], [12, 13], [14]]
-    backend._kv_budget = 1  # a read alone always runs (it is what decode_batches=1 runs)
-    assert [len(group) for group in backend._decode_groups(reads, 2)] == [1, 1, 1, 1, 1]
+    backend.path._kv_budget = 32 * backend.path._kv_bytes
+    assert [[r.length for r in g] for g in backend.path._decode_groups(reads, 2)] == [
+        [10, 11],
+        [12, 13],
+        [14],
+    ]
+    backend.path._kv_budget = 1  # a read alone always runs (it is what decode_batches=1 runs)
+    assert [len(group) for group in backend.path._decode_groups(reads, 2)] == [1, 1, 1, 1, 1]
 
 
 def test_the_cpu_decodes_each_batch_alone_unless_asked(prefix_backends):
     backend = prefix_backends["qwen2.5-omni"]
-    assert backend.decoded_together == 1
+    assert backend.path.decoded_together == 1
     assert backend.info["decode_batches"] == {"asked": "auto", "used": 1}
 
 
@@ -403,9 +419,11 @@ CLIP_SECONDS = (0.05, 1.0, 4.3, 12.0, 29.99, 30.0)
 @pytest.mark.parametrize("family", ["qwen2-audio", "qwen2.5-omni"])
 def test_a_trimmed_extraction_gives_the_frames_of_the_whole_window(prefix_backends, family):
     backend = prefix_backends[family]
-    assert backend.trim_to is not None
+    assert backend.clips.trim_to is not None
     clips = [noise_clip(seconds, seed) for seed, seconds in enumerate(CLIP_SECONDS)]
-    trimmed = backend._extract(clips)  # one call: padded to the longest clip plus a margin, not the window
+    trimmed = backend.clips.extract(
+        clips
+    )  # one call: padded to the longest clip plus a margin, not the window
     for clip, got in zip(clips, trimmed, strict=True):
         whole = backend.processor(
             text=[backend.model_family.placeholder],
@@ -420,12 +438,12 @@ def test_a_trimmed_extraction_gives_the_frames_of_the_whole_window(prefix_backen
 
 
 def test_the_encoder_over_valid_frames_equals_the_encoder_over_the_window(prefix_backends):
-    from audioicl.backends.reuse import PARTS
+    from audioicl.backends.hf.reuse.parts import PARTS
 
     backend = with_reuse(prefix_backends["qwen2-audio"], "off")  # extracts over the whole window
-    assert backend.trim_to is None
-    made = backend._extract([noise_clip(seconds, seed) for seed, seconds in enumerate(CLIP_SECONDS)])
-    features, mask = backend._feature_batch(made)
+    assert backend.clips.trim_to is None
+    made = backend.clips.extract([noise_clip(seconds, seed) for seed, seconds in enumerate(CLIP_SECONDS)])
+    features, mask = feature_batch(made, backend.model_family, backend.model.dtype)
     tokens = [clip.tokens for clip in made]
     with torch.inference_mode():
         window = PARTS["qwen2-audio"](backend.model, "window").encode(features, mask.sum(1), tokens)
@@ -457,21 +475,21 @@ def test_clips_encoded_ahead_in_the_preparing_thread_give_the_same_answers(
     from audioicl.inference.runner import run
 
     plain = prefix_backends["qwen2-audio"]
-    assert not plain.encodes_ahead and plain.info["encode_ahead"] == {"asked": "auto", "used": False}
-    ahead = replace(plain, encode_ahead="on")
-    assert ahead.encodes_ahead and ahead.info["encode_ahead"] == {"asked": "on", "used": True}
+    assert not plain.path.encodes_ahead and plain.info["encode_ahead"] == {"asked": "auto", "used": False}
+    ahead = plain.with_options(encode_ahead="on")
+    assert ahead.path.encodes_ahead and ahead.info["encode_ahead"] == {"asked": "on", "used": True}
     threads: list[str] = []
-    encode = ahead._encode
+    encode = ahead.path._encode
 
     def noted(clips):
         threads.append(threading.current_thread().name)
         return encode(clips)
 
-    ahead._encode = noted
+    ahead.path._encode = noted
     answers = {}
     for name, backend in (("plain", plain), ("ahead", ahead)):
         backend.clear_caches()
-        backend.work = dict.fromkeys(backend.work, 0)
+        backend.reset_counters()
         options = RunOptions(
             data=one_episode_each,
             model=ModelSpec("hf", "tiny"),
@@ -490,18 +508,18 @@ def test_clips_encoded_ahead_in_the_preparing_thread_give_the_same_answers(
 
 def test_encoding_ahead_that_fails_leaves_the_clips_to_generate(prefix_backends, one_episode_each, caplog):
     plain = prefix_backends["qwen2-audio"]
-    backend = replace(plain, encode_ahead="on")
+    backend = plain.with_options(encode_ahead="on")
     requests = episode_major_requests(one_episode_each, backend.family)[:12]
     config = GenerationConfig(max_new_tokens=4, batch_size=6)
     expected = [r.text for r in plain.generate(requests, config)]
-    encode = backend._encode
+    encode = backend.path._encode
 
     def out_of_memory_ahead(clips):
         if threading.current_thread() is not threading.main_thread():
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return encode(clips)
 
-    backend._encode = out_of_memory_ahead
+    backend.path._encode = out_of_memory_ahead
     with caplog.at_level("WARNING", logger="audioicl.backends"):
         for window in (requests[:6], requests[6:]):
             worker = threading.Thread(target=backend.prefetch, args=(window, config))  # as the runner does

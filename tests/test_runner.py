@@ -18,7 +18,6 @@ from helpers import quiet
 from audioicl import AudioICLError, read_meta
 from audioicl.backends import ModelSpec, load_backend
 from audioicl.backends.base import GenerationConfig, Request
-from audioicl.backends.solvers import demo_labels
 from audioicl.files import FileLock
 from audioicl.inference.options import RunOptions, Shard
 from audioicl.inference.results import (
@@ -30,6 +29,7 @@ from audioicl.inference.results import (
 )
 from audioicl.inference.runner import run, select_episodes
 from audioicl.prompts.build import build_chat
+from audioicl.solvers.registry import demo_labels
 from audioicl.tasks import TASKS
 
 

@@ -11,7 +11,11 @@ import pytest
 from audioicl import Episode, read_meta
 from audioicl.backends import ModelSpec, load_backend
 from audioicl.backends.base import GenerationConfig, Request
-from audioicl.backends.textonly import (
+from audioicl.prompts.build import build_chat, build_prompt
+from audioicl.prompts.chat import AudioPart, Chat, PromptItem
+from audioicl.prompts.clips import SilentClips
+from audioicl.records import Clip, Demo, Query
+from audioicl.solvers.textonly import (
     COMMON_WORDS,
     Seen,
     best_answers,
@@ -19,10 +23,6 @@ from audioicl.backends.textonly import (
     text_only_answer,
     weights_for,
 )
-from audioicl.prompts.build import build_chat, build_prompt
-from audioicl.prompts.chat import AudioPart, Chat, PromptItem
-from audioicl.prompts.clips import SilentClips
-from audioicl.records import Clip, Demo, Query
 from audioicl.tasks.remap import PATTERNS
 
 

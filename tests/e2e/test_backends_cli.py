@@ -11,7 +11,7 @@ from functools import partial
 import cli
 
 from audioicl.backends.base import BACKEND_KINDS, EXECUTION_OPTIONS
-from audioicl.backends.solvers import SOLVERS
+from audioicl.solvers.registry import SOLVERS
 
 audioicl = partial(cli.audioicl, timeout=120, rc=0)
 
@@ -38,7 +38,7 @@ def test_backends_json_lists_every_kind_with_its_options_and_extra():
 
 
 def test_the_options_read_from_the_source_are_those_the_module_declares():
-    from audioicl.backends import openai  # httpx: the api extra, installed for the tests
+    from audioicl.backends.openai import backend as openai  # httpx: the api extra, installed for the tests
 
     listed = {kind["kind"]: kind for kind in json.loads(audioicl("backends", "--json").stdout)}
     options = {o["name"]: o["default"] for o in listed["openai"]["options"]}

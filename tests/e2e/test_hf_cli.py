@@ -100,7 +100,7 @@ def test_batches_decoded_together_and_clips_encoded_ahead_answer_as_the_defaults
     info = json.loads((tmp_path / "fast" / "Qwen2.5-Omni-7B_run.json").read_text())["runs"][-1][
         "backend_info"
     ]
-    assert info["decode_batches"] == {"asked": "3", "used": 3}
+    assert info["decode_batches"] == {"asked": 3, "used": 3}
     assert info["encode_ahead"] == {"asked": "on", "used": True}
 
 

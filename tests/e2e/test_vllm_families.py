@@ -109,7 +109,7 @@ RENDERING_CHECK = """
 import numpy as np
 from audioicl.backends.families import family_of
 from audioicl.backends.rendering import TooManyClips
-from audioicl.backends.vllm import clips_per_prompt_limit, render_vllm_chat
+from audioicl.backends.vllm.backend import clips_per_prompt_limit, render_vllm_chat
 from audioicl.prompts.chat import AudioPart, Chat, Message, TextPart
 
 clip = AudioPart.of(np.zeros(160, dtype=np.float32), 16000)

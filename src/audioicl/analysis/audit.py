@@ -49,7 +49,6 @@ from pathlib import Path
 import numpy as np
 
 from audioicl import audio
-from audioicl.backends.textonly import Seen, best_answers, weights_for
 from audioicl.dataset.meta import find_meta_files, read_meta, resolve_audio_path
 from audioicl.errors import AudioICLError
 from audioicl.perception import measure as perception
@@ -57,6 +56,7 @@ from audioicl.prompts.build import build_prompt
 from audioicl.prompts.clips import SilentClips
 from audioicl.records import Episode
 from audioicl.scoring.rules import judge
+from audioicl.solvers.textonly import Seen, best_answers, weights_for
 from audioicl.tasks import TASKS
 from audioicl.tasks.chance import chance_level, order_tasks
 from audioicl.tasks.remap import PATTERNS

@@ -1,7 +1,7 @@
-"""Inference backends: the protocol and registry (``base``), the built-in solvers, and (loaded on demand by
-``load_backend``) the model backends, one module per backend kind."""
+"""Inference backends: the protocol and the registry of kinds (``base``), the form a kind declares itself in
+(``kinds``), what the model kinds share (``rendering``, ``families``), and one package per kind (``builtin``,
+``hf``, ``openai``, ``vllm``), whose heavy modules load only when a backend of that kind is made."""
 
-from . import builtin  # noqa: F401  (registers "builtin")
-from .base import BACKENDS, Backend, ModelSpec, load_backend, register_backend
+from .base import KINDS, Backend, ModelSpec, load_backend, register_kind
 
-__all__ = ["BACKENDS", "Backend", "ModelSpec", "load_backend", "register_backend"]
+__all__ = ["KINDS", "Backend", "ModelSpec", "load_backend", "register_kind"]

@@ -6,28 +6,27 @@ a file path or a score. Shaped after inspect_ai's ``ModelAPI.generate(input, con
 ``GenerationConfig`` says how to decode, and a failure of one prompt is a ``Response`` with an ``error``
 (an error line in the results file), not a dead run.
 
-A backend kind (``builtin``, ``hf``, ``vllm``, ``openai`` ...) registers a factory
-``factory(name: str, **options) -> Backend`` in ``BACKENDS`` from its module ``audioicl.backends.<kind>``;
-``load_backend`` imports that module on first use, so heavy dependencies load only for the backend asked for.
-Factories receive the run's ``seed`` (an int) and the user's ``--backend-option KEY=VALUE`` pairs (strings)
-as keyword options. A factory that declares a keyword parameter ``workload`` also gets the run's
-``Workload`` (what the run will ask, known before the backend loads), for engines that fix limits when they
-start (vLLM's clips per prompt).
+A backend kind (``builtin``, ``hf``, ``vllm``, ``openai``) is a package of this one whose ``__init__``
+declares its ``KIND`` (``kinds.Kind``: its options, extra, factory) and imports nothing heavy;
+``load_backend`` checks the ``-o`` options against that declaration, then imports the factory's module, so
+heavy dependencies load only for the kind asked for. A factory is ``factory(name, settings, workload)``:
+the checkpoint or solver name, the parsed ``kinds.Settings`` and the run's ``Workload`` (or None).
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from audioicl.errors import AudioICLError
 from audioicl.prompts.chat import Chat
 from audioicl.registry import Registry
+
+from .kinds import Kind
 
 
 @dataclass(frozen=True)
@@ -109,13 +108,8 @@ class Backend(Protocol):
     checkpoint hash, dtype, device). ``generate`` returns one response per request, in order; ``close``
     frees what the backend holds (GPU memory, connections).
 
-    Optional, ``stop()``: asks the ``generate`` in hand (and any later one) to return soon, raising
-    ``GenerationStopped`` with what it has answered. It is called from a signal handler, in the thread that
-    runs ``generate``: it only sets a flag (no lock, no I/O). A backend without it finishes its call.
-
-    Optional, ``prefetch(requests, config)``: prepares what it can of ``requests`` for their ``generate``
-    (the runner calls it from its preparing thread for the windows ahead while the current one is answered);
-    whatever it raises is ignored, ``generate`` prepares again what it did not."""
+    Optional capabilities are the Protocols below, checked with ``isinstance``: ``Stoppable``,
+    ``Prefetching``, ``CountsWork``."""
 
     name: str
     family: str
@@ -127,41 +121,64 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-BackendFactory = Callable[..., Backend]
+@runtime_checkable
+class Stoppable(Protocol):
+    """A backend that can be asked to stop: ``stop()`` makes the ``generate`` in hand (and any later one) return
+    soon, raising ``GenerationStopped`` with what it has answered. It is called from a signal handler, in the
+    thread that runs ``generate``: it only sets a flag (no lock, no I/O). A backend without it finishes its
+    call."""
 
-BACKENDS: Registry[BackendFactory] = Registry("backend")
+    def stop(self) -> None: ...
 
 
-# Backend options that change how the answers are computed or fetched, not what they are: a resumed run, or
-# another shard, may set them otherwise (``inference.record.record_conflicts``). The ``hf`` ones give the same answers
-# in fp32 (tests/test_reuse.py); in bf16 they move the numbers no more than the batch size does.
-EXECUTION_OPTIONS: Mapping[str, frozenset[str]] = {
-    "hf": frozenset({"cache", "reuse", "encoder", "pack"}),
-    "openai": frozenset({"concurrency", "timeout", "max_retries", "backoff", "max_backoff"}),
-    "vllm": frozenset({"gpu_memory_utilization", "enforce_eager", "distributed_executor_backend"}),
-}
+@runtime_checkable
+class Prefetching(Protocol):
+    """A backend that prepares ahead: ``prefetch(requests, config)`` prepares what it can of ``requests`` for
+    their ``generate`` (the runner calls it from its preparing thread for the windows ahead while the current
+    one is answered); whatever it raises is ignored, ``generate`` prepares again what it did not."""
+
+    def prefetch(self, requests: Sequence[Request], config: GenerationConfig | None = None) -> None: ...
+
+
+@runtime_checkable
+class CountsWork(Protocol):
+    """A backend that counts its work, for the run record's timing and the benchmarks: ``seconds`` by phase
+    and ``work`` (clips encoded, positions read, attempts out of memory), growing over its life."""
+
+    seconds: dict[str, float]
+    work: dict[str, int]
+
+
+# The kinds of this package, each a package whose ``__init__`` declares its ``KIND`` (``kinds.Kind``).
+KIND_PACKAGES = ("builtin", "hf", "openai", "vllm")
+KINDS: Registry[Kind] = Registry("backend")
+
+
+def register_kind(kind: Kind) -> Kind:
+    """Make a kind from elsewhere known by its name (its factory a ``"module:function"`` of its own)."""
+    return KINDS.add(kind.name, kind)
+
+
+def backend_kinds() -> list[str]:
+    """The backend kinds ``backend:name`` may name: this package's and any registered from elsewhere."""
+    return [*KIND_PACKAGES, *(name for name in KINDS.names() if name not in KIND_PACKAGES)]
+
+
+def kind_of(name: str) -> Kind:
+    """The declaration of the kind ``name`` (its package's ``KIND``, imported on first use)."""
+    if name not in KINDS and name in KIND_PACKAGES:
+        KINDS.add(name, importlib.import_module(f"{__package__}.{name}").KIND)
+    if name not in KINDS:
+        raise AudioICLError(f"unknown backend {name!r} (known: {', '.join(backend_kinds())})")
+    return KINDS.get(name)
 
 
 def answer_options(model: ModelSpec | None, options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` of a ``model``'s backend without its ``EXECUTION_OPTIONS``: those that may change what a
-    result line says (all of them for no model)."""
-    execution = EXECUTION_OPTIONS.get(model.backend, frozenset()) if model else frozenset()
-    return {key: value for key, value in options.items() if key not in execution}
-
-
-def refuse_unknown_options(who: str, options: Mapping[str, object], known: Sequence[str]) -> None:
-    """The one check every backend kind makes of ``--backend-option`` keys; ``who`` starts the message
-    (``"hf backend takes"``, ``"builtin backends take"``)."""
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise AudioICLError(f"{who} no option {', '.join(unknown)} (known: {', '.join(known)})")
-
-
-def register_backend(kind: str) -> Callable[[BackendFactory], BackendFactory]:
-    def decorate(factory: BackendFactory) -> BackendFactory:
-        return BACKENDS.add(kind, factory)
-
-    return decorate
+    """``options`` of a ``model``'s backend without those that keep the answers (``Option.keeps_answers``):
+    those that may change what a result line says (all of them for no model, or a kind not known here)."""
+    if model is None or (model.backend not in KIND_PACKAGES and model.backend not in KINDS):
+        return dict(options)
+    return kind_of(model.backend).answer_options(options)
 
 
 @dataclass(frozen=True)
@@ -194,34 +211,6 @@ class ModelSpec:
         return f"{self.backend}:{self.name}"
 
 
-# The backend kinds of this package: kind → the extra that installs what its module needs (None: nothing).
-# Only these modules are imported as kinds (the others of ``backends/`` are their helpers); a kind registered
-# from elsewhere (``register_backend``) is known too.
-BACKEND_KINDS: Mapping[str, str | None] = {"builtin": None, "hf": "hf", "openai": "api", "vllm": "vllm"}
-# Kinds whose name is a checkpoint: a hub id or a local folder.
-CHECKPOINT_KINDS = frozenset({"hf", "vllm"})
-
-
-def backend_kinds() -> list[str]:
-    """The backend kinds ``backend:name`` may name: this package's and any registered from elsewhere."""
-    return sorted(set(BACKEND_KINDS) | set(BACKENDS.names()))
-
-
-def _import_kind(kind: str) -> None:
-    """Import the module of one of this package's kinds, which registers it; a package it needs that is
-    not installed is refused naming the extra that installs it."""
-    if kind in BACKENDS or kind not in BACKEND_KINDS:
-        return
-    try:
-        importlib.import_module(f"{__package__}.{kind}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"{__package__}.{kind}":
-            raise
-        extra = BACKEND_KINDS[kind]
-        install = f": pip install 'audioicl[{extra}]'" if extra else ""
-        raise AudioICLError(f"the {kind} backend needs {exc.name or 'a package'}{install}") from exc
-
-
 def looks_like_path(name: str) -> bool:
     """Whether a checkpoint name is meant as a local folder rather than a hub id (``ORG/NAME``): it starts
     with ``.``, ``/``, ``~``, ``\\`` or a drive letter, or its first component exists here."""
@@ -233,7 +222,7 @@ def looks_like_path(name: str) -> bool:
 
 def check_checkpoint(model: ModelSpec) -> None:
     """Refuse a checkpoint kind's name that is meant as a local folder (``looks_like_path``) but is none."""
-    if model.backend not in CHECKPOINT_KINDS or not looks_like_path(model.name):
+    if not kind_of(model.backend).checkpoint or not looks_like_path(model.name):
         return
     path = Path(model.name).expanduser()
     if not path.exists():
@@ -245,23 +234,19 @@ def check_checkpoint(model: ModelSpec) -> None:
 def check_model(model: ModelSpec, import_kind: bool = True) -> None:
     """What ``load_backend`` would refuse before it builds anything: an unknown kind, a checkpoint folder
     that does not exist and (``import_kind``) a package the kind needs that is not installed."""
-    if model.backend not in BACKEND_KINDS and model.backend not in BACKENDS:
-        raise AudioICLError(f"unknown backend {model.backend!r} (known: {', '.join(backend_kinds())})")
+    kind = kind_of(model.backend)
     check_checkpoint(model)
     if import_kind:
-        _import_kind(model.backend)
+        kind.make()
 
 
 def load_backend(model: ModelSpec, workload: Workload | None = None, **options: object) -> Backend:
-    """The backend for a model spec, built with ``options`` (and ``workload`` where its factory takes one)."""
-    check_model(model)
-    if model.backend not in BACKENDS:  # a module of ours that registered nothing
-        raise AudioICLError(f"unknown backend {model.backend!r} (known: {', '.join(backend_kinds())})")
-    factory = BACKENDS.get(model.backend)
-    name = checkpoint_name(model)
-    if workload is not None and "workload" in inspect.signature(factory).parameters:
-        return factory(name, workload=workload, **options)
-    return factory(name, **options)
+    """The backend for a model spec, built with ``options`` (``-o`` text, checked against the kind's
+    declaration) and the run's ``workload`` (what it will ask, for engines that fix limits when they start)."""
+    kind = kind_of(model.backend)
+    settings = kind.parse(options)
+    check_checkpoint(model)
+    return kind.make()(checkpoint_name(model), settings, workload)
 
 
 URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
@@ -276,6 +261,6 @@ def hide_url_credentials(text: str) -> str:
 def checkpoint_name(model: ModelSpec) -> str:
     """The name a backend loads: a checkpoint kind's local folder with ``~`` expanded (``check_checkpoint``
     finds it so; transformers and vLLM would take ``~/ckpt`` for a hub id), else the name as given."""
-    if model.backend in CHECKPOINT_KINDS and model.name.startswith("~"):
+    if kind_of(model.backend).checkpoint and model.name.startswith("~"):
         return str(Path(model.name).expanduser())
     return model.name

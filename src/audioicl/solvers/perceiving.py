@@ -54,7 +54,7 @@ from audioicl.tasks.operator import GAP_SECONDS, Expression
 from audioicl.tasks.transcripts import Reading
 from audioicl.tasks.transcripts import read as read_transcript
 
-from .solvers import Solver, register_solver
+from .registry import Solver, register_solver
 
 OPERATIONS = ("add", "sub", "mul")
 LETTER_FREQUENCY = "etaoinshrdlcumwfgypbvkjxqz"  # English letters, most frequent first (unseen Morse codes)

@@ -25,7 +25,6 @@ from typing import Any
 
 import torch
 
-SPEED_MODES = ("auto", "on", "off")
 log = logging.getLogger("audioicl.backends")
 
 

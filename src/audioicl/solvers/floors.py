@@ -14,7 +14,7 @@ from audioicl.prompts.chat import Chat
 from audioicl.seeding import rng_for
 from audioicl.tasks import TASKS
 
-from .solvers import Solver, chat_key, demo_labels, register_solver
+from .registry import Solver, chat_key, demo_labels, register_solver
 
 
 def _shown_letters(chat: Chat) -> list[str]:

@@ -2,7 +2,7 @@
 
 A solver is built from the run seed (``SOLVERS``: name → ``factory(seed) -> solver``) and answers one chat
 at a time. Solvers read only what a model could: ``chat.items`` (the clips and the labels the prompt shows),
-never a query label. Their modules (``floors``, ``perceiving``) register here; ``builtin`` serves them as a
+never a query label. Their modules (``floors``, ``textonly``, ``perceiving``) register here; the ``builtin`` backend kind serves them as a
 backend.
 """
 

@@ -36,9 +36,7 @@ the runner stops after a few such calls rather than writing an error line for ev
 ``HALT_POLL_S`` with the requests answered so far (``GenerationStopped``); the others are not retried, and
 those in flight are left to their daemon threads, so that neither the run nor the process waits for them.
 
-Options (``-o KEY=VALUE``): ``base_url``, ``api_key_env``, ``concurrency`` (8), ``timeout`` (seconds per
-attempt, 120), ``max_retries`` (6), ``backoff`` (1.0 s), ``max_backoff`` (60 s), ``max_clip_seconds``
-(none: the server decides). Needs the ``api`` extra (httpx).
+Options: the kind's declaration (``audioicl.backends.openai.KIND``). Needs the ``api`` extra (httpx).
 """
 
 from __future__ import annotations
@@ -62,7 +60,7 @@ from audioicl.errors import AudioICLError
 from audioicl.prompts.chat import AudioPart, Chat, TextPart
 from audioicl.prompts.sets import system_family
 
-from .base import (
+from ..base import (
     Backend,
     BackendUnreachable,
     GenerationConfig,
@@ -70,24 +68,11 @@ from .base import (
     Request,
     Response,
     Usage,
+    Workload,
     hide_url_credentials,
-    refuse_unknown_options,
-    register_backend,
 )
+from ..kinds import Settings
 
-OPTIONS = (
-    "seed",
-    "base_url",
-    "api_key_env",
-    "concurrency",
-    "timeout",
-    "max_retries",
-    "backoff",
-    "max_backoff",
-    "max_clip_seconds",
-)
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 RETRY_AFTER_CAP_S = 600.0  # a Retry-After beyond this is waited for this long
 FATAL_STATUS = (401, 403, 404)  # the backend is misconfigured: no request can succeed
 BODY_IN_ERRORS = 300  # characters of a server's answer quoted in an error line
@@ -100,63 +85,22 @@ HALT_POLL_S = 0.1  # a call looks this often whether it was asked to stop
 # --------------------------------------------------------------------------- settings
 
 
-def _number(options: Mapping[str, object], key: str, default: float, kind: type, low: float) -> Any:
-    value = options.get(key, default)
-    try:
-        number = kind(value)
-    except (TypeError, ValueError):
-        raise AudioICLError(f"backend option {key} must be a number, got {value!r}") from None
-    if number < low:
-        raise AudioICLError(f"backend option {key} must be at least {low:g}, got {value!r}")
-    return number
+def server_url(settings: Settings) -> str:
+    """Where the server is: ``base_url`` (``-o`` or ``--base-url``), else ``$OPENAI_BASE_URL``, else OpenAI's."""
+    given = settings.base_url if "base_url" in settings.given else os.environ.get("OPENAI_BASE_URL")
+    base_url = str(given or settings.base_url)
+    if not base_url.startswith(("http://", "https://")):
+        shown = hide_url_credentials(base_url)
+        raise AudioICLError(f"--base-url must start with http:// or https://, got {shown!r}")
+    return base_url.rstrip("/")
 
 
-@dataclass(frozen=True)
-class OpenAISettings:
-    base_url: str = DEFAULT_BASE_URL
-    api_key_env: str = DEFAULT_KEY_ENV
-    key_env_given: bool = False
-    concurrency: int = 8
-    timeout: float = 120.0
-    max_retries: int = 6
-    backoff: float = 1.0
-    max_backoff: float = 60.0
-    max_clip_seconds: float | None = None
-    seed: int = 0
-
-    @property
-    def shown_url(self) -> str:
-        """``base_url`` as records and messages may say it: its credentials hidden."""
-        return hide_url_credentials(self.base_url)
-
-    @classmethod
-    def parse(cls, options: Mapping[str, object]) -> OpenAISettings:
-        refuse_unknown_options("openai backend takes", options, OPTIONS)
-        base_url = str(options.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
-        if not base_url.startswith(("http://", "https://")):
-            shown = hide_url_credentials(base_url)
-            raise AudioICLError(f"--base-url must start with http:// or https://, got {shown!r}")
-        clip = options.get("max_clip_seconds")
-        return cls(
-            base_url=base_url.rstrip("/"),
-            api_key_env=str(options.get("api_key_env") or DEFAULT_KEY_ENV),
-            key_env_given="api_key_env" in options,
-            concurrency=_number(options, "concurrency", 8, int, 1),
-            timeout=_number(options, "timeout", 120.0, float, 0.001),
-            max_retries=_number(options, "max_retries", 6, int, 0),
-            backoff=_number(options, "backoff", 1.0, float, 0),
-            max_backoff=_number(options, "max_backoff", 60.0, float, 0),
-            max_clip_seconds=None
-            if clip in (None, "")
-            else _number(options, "max_clip_seconds", 0, float, 0),
-            seed=int(options.get("seed", 0)),  # type: ignore[call-overload]
-        )
-
-    def api_key(self) -> str | None:
-        key = os.environ.get(self.api_key_env)
-        if not key and self.key_env_given:
-            raise AudioICLError(f"backend option api_key_env names ${self.api_key_env}, which is not set")
-        return key or None
+def api_key(settings: Settings) -> str | None:
+    """The key in ``$api_key_env``; none where it is unset, unless ``api_key_env`` was given."""
+    key = os.environ.get(settings.api_key_env)
+    if not key and "api_key_env" in settings.given:
+        raise AudioICLError(f"backend option api_key_env names ${settings.api_key_env}, which is not set")
+    return key or None
 
 
 # --------------------------------------------------------------------------- the payload
@@ -319,14 +263,16 @@ class OpenAIBackend:
 
     name: str
     model: str
-    settings: OpenAISettings
+    settings: Settings
     family: str = "default"
     info: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.max_clip_seconds = self.settings.max_clip_seconds
+        self.base_url = server_url(self.settings)
+        self.shown_url = hide_url_credentials(self.base_url)  # what records and messages may say of it
         headers = {"Content-Type": "application/json"}
-        key = self.settings.api_key()
+        key = api_key(self.settings)
         self._key = key  # blanked out of everything a server says (``_redact``): some quote headers back
         if key:
             headers["Authorization"] = f"Bearer {key}"
@@ -344,7 +290,7 @@ class OpenAIBackend:
 
     @property
     def url(self) -> str:
-        return f"{self.settings.base_url}/chat/completions"
+        return f"{self.base_url}/chat/completions"
 
     def _wait(self, attempt: int, asked: float | None, jitter: random.Random) -> float:
         if asked is not None:
@@ -411,8 +357,8 @@ class OpenAIBackend:
     def check_reachable(self) -> None:
         """One ``GET {base_url}/models``: any HTTP answer means a server is there; none raises, naming the
         URL (the run stops before its first request)."""
-        url = f"{self.settings.base_url}/models"
-        shown = self.settings.shown_url
+        url = f"{self.base_url}/models"
+        shown = self.shown_url
         try:
             self._client.get(url, timeout=min(self.settings.timeout, PREFLIGHT_TIMEOUT_S))
         except httpx.TimeoutException as exc:
@@ -467,7 +413,7 @@ class OpenAIBackend:
         answers = [future.result() for future in futures]
         if answers and all(unconnected for _, unconnected in answers):
             raise BackendUnreachable(
-                f"no request of the call could reach the server at {self.settings.shown_url} "
+                f"no request of the call could reach the server at {self.shown_url} "
                 f"({self._redact(answers[0][0].error or '')})"
             )
         return [self._redacted(response) for response, _ in answers]
@@ -493,11 +439,9 @@ class OpenAIBackend:
             self._client.close()
 
 
-@register_backend("openai")
-def make_openai(name: str, **options: object) -> Backend:
-    settings = OpenAISettings.parse(options)
+def make_openai(name: str, settings: Settings, workload: Workload | None = None) -> Backend:
     info = {
-        "base_url": settings.shown_url,
+        "base_url": hide_url_credentials(server_url(settings)),
         "api_key_env": settings.api_key_env,  # the variable's name, never its value
         "concurrency": settings.concurrency,
         "max_retries": settings.max_retries,

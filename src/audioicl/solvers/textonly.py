@@ -38,7 +38,7 @@ from audioicl.tasks import TASKS
 from audioicl.tasks.operator import DIGITS, Expression
 from audioicl.tasks.remap import PATTERNS
 
-from .solvers import Solver, register_solver
+from .registry import Solver, register_solver
 
 NAME = "text-only"
 COMMON_WORDS = ("about", "their", "there", "which", "would", "other", "these", "first", "could", "think")

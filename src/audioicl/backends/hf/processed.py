@@ -20,7 +20,7 @@ import torch
 from audioicl.errors import AudioICLError
 from audioicl.prompts.chat import AudioPart, Chat
 
-from .families import AudioFamily
+from ..families import AudioFamily
 
 
 class PlaceholderMismatch(AudioICLError):

@@ -1,0 +1,72 @@
+"""Out of GPU memory: a micro-batch halved and retried, down to one prompt, and any batch as large halved
+from then on without being tried (``Halving``)."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ..base import Response
+
+log = logging.getLogger("audioicl.backends")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+class Halving:
+    """Runs attempts on a device, halving what runs out of memory; ``seconds["lost"]`` and
+    ``work["out_of_memory"]`` (the backend's counters) count what the failed attempts cost."""
+
+    def __init__(self, device: torch.device, seconds: dict[str, float], work: dict[str, int]):
+        self.device, self.seconds, self.work = device, seconds, work
+        self._failed_footprints: dict[Callable, int] = {}  # the smallest that ran out of memory, by measure
+
+    def __call__(
+        self, batch: Sequence[Any], attempt: Callable, prompts: Callable, footprint: Callable = len
+    ) -> dict[int, Response]:
+        """``attempt(batch)``; out of memory halves the batch (down to one item, whose ``prompts(item)``
+        then get error responses). A batch whose ``footprint`` (prompts, or the reuse path's positions) is
+        at least that of one that ran out of memory before is halved without being tried: each failed
+        attempt costs what it ran before it failed (``seconds["lost"]``, counted in ``work``).
+
+        The retry happens after the ``except`` block: inside it, the exception's traceback still holds the
+        failed attempt's activations, and the retry would run out of memory too."""
+        size, failed = footprint(batch), self._failed_footprints.get(footprint)
+        if len(batch) == 1 or failed is None or size < failed:
+            started = time.perf_counter()
+            try:
+                return attempt(batch)
+            except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                error = f"out of memory on the smallest batch ({self.device}): {exc}"
+            self.free_cache()
+            self.seconds["lost"] += time.perf_counter() - started
+            self.work["out_of_memory"] += 1
+            self._failed_footprints[footprint] = min(size, failed or size)
+            log.warning(
+                "hf backend: out of memory on %d prompts (%s %d); halving it, and any batch as large "
+                "from now on",
+                sum(len(prompts(item)) for item in batch),
+                footprint.__name__.strip("_"),
+                size,
+            )
+            if len(batch) == 1:
+                return {index: Response.failed(error) for index in prompts(batch[0])}
+        half = len(batch) // 2
+        return {
+            **self(batch[:half], attempt, prompts, footprint),
+            **self(batch[half:], attempt, prompts, footprint),
+        }
+
+    def free_cache(self) -> None:
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
