@@ -18,6 +18,7 @@
 #   bash benchmarks/gpu_pending.sh encode        # the reuse path's encoder at 32, 64 and 128 clips a call
 #   bash benchmarks/gpu_pending.sh voxtral       # Voxtral's row, now on the fast path (45 prompts)
 #   bash benchmarks/gpu_pending.sh whole FAMILY [SPEED]  # the whole benchmark (13,500 prompts), SPEED fused
+#   bash benchmarks/gpu_pending.sh user FAMILY    # the whole benchmark as a user runs it: checkpoint saved, audioicl run
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
@@ -117,6 +118,10 @@ case "$part" in
     "$py" benchmarks/gpu_throughput.py --data /tmp/B300 --families "$family" --reuse prefix --batch-size 128 \
       --speeds "$speed" --logit-episodes 0 --repeats 1 --json "$out/whole_${family}_$speed.json"
     ;;
+  user)
+    build 300
+    "$py" benchmarks/whole_run.py --data /tmp/B300 --families "${2:?user needs a family}" --json "$out/user_$2.json"
+    ;;
   fused)
     "$py" benchmarks/fused_kernels.py
     build 20
@@ -149,7 +154,7 @@ case "$part" in
       --speeds graphs --logit-episodes 0 --repeats 1 --encode-ahead on,off,on --json "$out/ahead_$family.json"
     ;;
   *)
-    echo "unknown part $part: families, omni, pack, attention, before, omni20, ramp, same20, encode, voxtral, whole, fused, contend, together or ahead" >&2
+    echo "unknown part $part: families, omni, pack, attention, before, omni20, ramp, same20, encode, voxtral, whole, user, fused, contend, together or ahead" >&2
     exit 2
     ;;
 esac

@@ -1,6 +1,6 @@
-"""The README's commands, run as a reader would run them.
+"""The README's commands and docs/cli.md's after them, run as a reader would run them.
 
-Every fenced ``bash`` block of README.md is cut into commands (one per line; a ``\\`` continuation or a here
+Every fenced ``bash`` block of README.md, then of docs/cli.md (the commands in detail), is cut into commands (one per line; a ``\\`` continuation or a here
 document stays with its command), and the commands run in README order, each through ``bash -c`` in one
 temporary folder (so a command sees what the commands above it wrote, as in a reader's session), with this
 environment's ``bin`` first on PATH (what ``. .venv/bin/activate`` gives). A command that exits non-zero fails
@@ -25,7 +25,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = (README, ROOT / "docs" / "cli.md")  # read in this order, as one session
 
 SKIP: tuple[tuple[str, str], ...] = (
     (
@@ -103,7 +105,12 @@ def why_skipped(command: str) -> str | None:
     return None
 
 
-COMMANDS = readme_commands(README.read_text(encoding="utf-8"))
+# (page:line, command) of every page's commands, in order
+COMMANDS = [
+    (f"{page.relative_to(ROOT)}:{line}", command)
+    for page in PAGES
+    for line, command in readme_commands(page.read_text(encoding="utf-8"))
+]
 
 
 def test_the_readme_has_commands_and_the_lists_match_them():
@@ -140,7 +147,7 @@ def test_the_readme_commands_run_as_written(tmp_path):
             ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
         )
         assert done.returncode == 0, (
-            f"README.md:{line}: `{command}` exited {done.returncode}\n{done.stderr[-3000:]}\n{done.stdout[-1000:]}"
+            f"{line}: `{command}` exited {done.returncode}\n{done.stderr[-3000:]}\n{done.stdout[-1000:]}"
         )
         ran.append(command)
     assert any(command.startswith("audioicl compare") for command in ran)

@@ -564,3 +564,28 @@ def test_the_allocator_option_is_checked_applied_on_cuda_only_and_recorded(tiny_
     assert configure_allocator("auto", cuda)["used"] == "expandable_segments"
     backend = load_backend(ModelSpec("hf", str(tiny_checkpoints["qwen2-audio"])), dtype="fp32", device="cpu")
     assert backend.info["allocator"] == {"asked": "auto", "used": "default"}
+
+
+def test_hub_kernels_are_not_swapped_into_the_model(tiny_checkpoints, monkeypatch):
+    """transformers >= 5.25 replaces layers with kernels fetched from the hub unless ``use_kernels=False``:
+    other numerics than the checkpoint's code, and no load at all without network (seen on a GPU machine)."""
+    import transformers
+
+    from audioicl.backends.hf import KIND as HF
+    from audioicl.backends.hf.load import load_checkpoint
+
+    seen: dict = {}
+    cls = transformers.Qwen2AudioForConditionalGeneration
+    real = cls.from_pretrained.__func__
+
+    def spy(klass, name, **kwargs):
+        seen.update(kwargs)
+        return real(klass, name, **kwargs)
+
+    monkeypatch.setattr(cls, "from_pretrained", classmethod(spy))
+    settings = HF.parse({"dtype": "fp32", "device": "cpu"})
+    load_checkpoint(str(tiny_checkpoints["qwen2-audio"]), settings, torch.device("cpu"))
+    assert seen["device_map"] == {"": "cpu"}
+    assert seen.get("use_kernels", False) is False
+    if hasattr(transformers.PreTrainedModel, "use_kernels"):
+        assert seen["use_kernels"] is False

@@ -234,7 +234,7 @@ def test_no_key_is_sent_without_one(server, tiny_dataset, monkeypatch):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"concurrency": "0"}, "concurrency must be at least 1"),
+        ({"concurrency": "0"}, "concurrency must be a whole number, at least 1"),
         ({"timeout": "soon"}, "timeout must be a number"),
         ({"base_url": "localhost:8000"}, "must start with http"),
         ({"temperature": "1"}, "takes no option temperature"),

@@ -148,22 +148,32 @@ def test_workload_counts_clips_per_prompt(tiny_dataset):
     assert workload({}, bank) == Workload(0, 0)
 
 
-def test_workload_reaches_only_factories_that_take_it(monkeypatch):
-    seen = {}
+def test_a_kind_registered_from_elsewhere_gets_its_parsed_settings_and_the_workload(monkeypatch, tmp_path):
+    """A kind declared outside audioicl (``register_kind``): its factory is imported by its path and called
+    with the parsed options and the run's workload."""
+    from audioicl.backends.kinds import Kind, Option, whole
 
-    def with_workload(name, workload=None, **options):
-        seen["with"] = workload
-        return object()
+    module = tmp_path / "elsewhere_kind.py"
+    module.write_text(
+        "seen = {}\n"
+        "def make(name, settings, workload):\n"
+        "    seen.update(name=name, width=settings.width, workload=workload)\n"
+        "    return object()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    kind = Kind(
+        "elsewhere",
+        "A kind of elsewhere.",
+        "elsewhere:NAME",
+        "elsewhere_kind:make",
+        (Option("width", whole(1), 2, "how wide"),),
+    )
+    monkeypatch.setitem(base.KINDS._items, "elsewhere", kind)
+    load_backend(ModelSpec("elsewhere", "x"), Workload(5, 7), width="3")
+    import elsewhere_kind
 
-    def without(name, **options):
-        seen["without"] = options
-        return object()
-
-    monkeypatch.setitem(base.BACKENDS._items, "takes", with_workload)
-    monkeypatch.setitem(base.BACKENDS._items, "plain", without)
-    load_backend(ModelSpec("takes", "x"), Workload(5, 7), seed=1)
-    load_backend(ModelSpec("plain", "x"), Workload(5, 7), seed=1)
-    assert seen == {"with": Workload(5, 7), "without": {"seed": 1}}
+    assert elsewhere_kind.seen == {"name": "x", "width": 3, "workload": Workload(5, 7)}
+    assert "elsewhere" in base.backend_kinds()
 
 
 # --------------------------------------------------------------------------- the API's WAV

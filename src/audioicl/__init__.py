@@ -1,14 +1,18 @@
 """audioicl: build, run and score AudioICL-Bench (in-context learning in audio-language models).
 
 The public API, one name per stage, each imported on first use (PEP 562) so that ``import audioicl`` stays
-cheap and the heavy stages (torch, transformers, matplotlib, httpx) load only when used::
+cheap and the heavy stages (torch, transformers, matplotlib, httpx) load only when used. Paths are ``str``
+or ``Path`` alike (this example runs as a doctest in CI)::
 
-    import audioicl
-
-    audioicl.build(audioicl.BuildOptions(episodes=20), "bench")
-    audioicl.run(audioicl.RunOptions(data="bench", model="builtin:icl", out="results"))
-    scoring = audioicl.score("results")
-    audioicl.report(audioicl.ReportOptions(scores="summary.csv", out="report"))
+    >>> import os, tempfile
+    >>> import audioicl
+    >>> os.chdir(tempfile.mkdtemp())
+    >>> built = audioicl.build("bench", audioicl.BuildOptions(episodes=2, shots=(1, 2)))
+    >>> ran = audioicl.run(audioicl.RunOptions(data="bench", model="builtin:icl", out="results"))
+    >>> scoring = audioicl.score("results", "results/summary.csv")
+    >>> files = audioicl.report(audioicl.ReportOptions(scores="results/summary.csv", out="report"))
+    >>> sorted(p.name for p in (files.markdown, files.html))
+    ['report.html', 'report.md']
 
 The stages themselves live in packages (``audioicl.dataset``, ``audioicl.inference``, ...; docs/architecture.md has
 the map); names not exported here are internal and may change between releases.

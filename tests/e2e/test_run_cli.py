@@ -363,7 +363,7 @@ def test_a_refused_run_leaves_no_folder(dataset, tmp_path):
         proc = audioicl(
             "run", "--data", dataset, "--model", "builtin:random", "--out", out, "-o", "bogus=1", *shard, rc=2
         )
-        assert "builtin backends take no option bogus" in _one_error_line(proc)
+        assert "builtin backend takes no option bogus (known: max_clip_seconds)" in _one_error_line(proc)
     assert sorted(p.name for p in work.iterdir()) == ["a"] and not any((work / "a").iterdir())
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import backend_kinds, kind_of
-from .kinds import Kind
+from .kinds import Kind, options_table
 
 
 def _first_sentence(text: str | None) -> str:
@@ -70,3 +70,16 @@ def describe_kind(name: str) -> BackendKind:
 def describe_backends() -> list[BackendKind]:
     """Every backend kind: this package's, then any registered from elsewhere."""
     return [describe_kind(name) for name in backend_kinds()]
+
+
+def options_markdown() -> str:
+    """The options of every kind as Markdown, a section each: what ``docs/backends.md`` holds between its
+    generated markers (``audioicl backends --markdown`` prints it; a test fails when the page is stale)."""
+    sections = []
+    for entry in describe_backends():
+        kind = entry.kind
+        install = f"`pip install 'audioicl[{kind.extra}]'`" if kind.extra else "nothing more to install"
+        sections.append(
+            f"### `{kind.name}`: `{kind.spec}`\n\n{kind.summary} Needs {install}.\n\n{options_table(kind)}\n"
+        )
+    return "\n".join(sections)

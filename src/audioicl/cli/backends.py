@@ -21,6 +21,11 @@ def _add(sub):
         ),
     )
     p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print each kind's options as the Markdown of docs/backends.md",
+    )
     return p
 
 
@@ -72,8 +77,11 @@ def format_backends(described) -> str:
 
 @command(_add)
 def run(args) -> int:
-    from audioicl.backends.catalog import describe_backends
+    from audioicl.backends.catalog import describe_backends, options_markdown
 
+    if args.markdown:
+        print(options_markdown(), end="")
+        return 0
     kinds = describe_backends()
     if args.json:
         print(json.dumps([kind.to_json() for kind in kinds], indent=2, ensure_ascii=False))

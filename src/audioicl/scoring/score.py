@@ -516,8 +516,8 @@ def detail_path(summary: Path) -> Path:
 
 
 def score_folder(
-    root: Path,
-    out: Path,
+    root: str | os.PathLike,
+    out: str | os.PathLike,
     options: ScoreOptions = ScoreOptions(),
     *,
     detail: Path | None = None,
@@ -530,6 +530,7 @@ def score_folder(
     coverage CSV (default: ``<out stem>_detail.csv`` and ``<out stem>_coverage.csv`` beside ``out``) and,
     when some line holds draw/order/variant, the draws CSV ``<out stem>_draws.csv`` (an earlier one beside
     ``out`` is removed when these results hold none: it would describe other results)."""
+    root, out = Path(root), Path(out)
     files = find_result_files(root, models=models, shots=shots)
     if not files:
         wanted = " matching the model/shots filters" if models or shots else ""

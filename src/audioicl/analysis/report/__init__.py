@@ -55,6 +55,12 @@ class ReportOptions:
     floor: str = FLOOR_MODEL  # the model drawn as the text-only floor
     interval: str = "wilson"  # accuracy.INTERVALS
 
+    def __post_init__(self) -> None:
+        for name in ("scores", "out", "results", "data"):  # str paths from callers of the Python API
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Path):
+                object.__setattr__(self, name, Path(value))
+
 
 @dataclass(frozen=True)
 class ReportFiles:

@@ -154,6 +154,9 @@ def load_checkpoint(name: str, settings: Settings, device: torch.device) -> Load
         "attn_implementation": attention_implementation(family, settings.attn),
         "trust_remote_code": settings.trust_remote_code,
         "device_map": {"": str(device)},
+        # transformers >= 5.25 swaps layers for kernels fetched from the hub unless told not to: other numerics
+        # than the checkpoint's own code, and a network fetch (a machine without network cannot load at all)
+        **({"use_kernels": False} if hasattr(transformers.PreTrainedModel, "use_kernels") else {}),
     }
     if known is not None and model_type in known.thinker_of:
         load_kwargs["config"] = config.thinker_config
