@@ -13,18 +13,22 @@ import io
 import json
 import os
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
-import cli
-import pytest
-import test_label_truth as truth
-from corpus_server import CorpusServer, closed_port_url, make_archives, registry_for, url_path
-from test_corpora import WHY, hostile_tar, hostile_zip, refused_cleanly
+# the label-truth checks (tests/tasks) and the hostile archives (tests/sources) run here on real corpora too
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / folder) for folder in ("tasks", "sources")]
 
-from audioicl import read_meta
-from audioicl.dataset.meta import find_meta_files
-from audioicl.sources.corpora import REGISTRY_FILE
+import cli  # noqa: E402
+import pytest  # noqa: E402
+import test_label_truth as truth  # noqa: E402
+from corpus_server import CorpusServer, closed_port_url, make_archives, registry_for, url_path  # noqa: E402
+from test_corpora import WHY, hostile_tar, hostile_zip, refused_cleanly  # noqa: E402
+
+from audioicl import read_meta  # noqa: E402
+from audioicl.dataset.meta import find_meta_files  # noqa: E402
+from audioicl.sources.corpora import REGISTRY_FILE  # noqa: E402
 
 HANG_GUARD_S = 300  # only stops a hung test; nothing is timed
 EPISODES = truth.EPISODES

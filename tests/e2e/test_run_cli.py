@@ -158,7 +158,7 @@ def test_shards_merge_to_a_single_run(dataset, tmp_path):
     assert "majority_results_k1.jsonl: 12 lines from 3 folder(s)" in proc.stdout
     assert results_of(merged) == results_of(single)
     assert json.loads((merged / "majority_run.json").read_text())["shard"] is None
-    # merging again would clobber the merged files (the other refusals: tests/test_runner.py)
+    # merging again would clobber the merged files (the other refusals: tests/inference/test_runner.py)
     assert "merge into an empty folder" in audioicl("merge", *shards, "--out", merged, rc=2).stderr
 
 

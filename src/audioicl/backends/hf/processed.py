@@ -4,7 +4,7 @@ What the model receives is what the family's own processor makes: the chat rende
 processor call over a micro-batch's texts and all their clips in order (``AudioFamily.process``), and of its
 outputs those the model's ``forward`` names (or the family's ``forward_keys``) go to ``generate``. No feature
 cache and no prefix reuse: a processor that pads a call's clips together, or wraps each clip in tokens of its
-own, is then still exactly itself (the parity test in ``tests/test_families.py`` compares every family's inputs
+own, is then still exactly itself (the parity test in ``tests/backends/test_families.py`` compares every family's inputs
 with its model card's call).
 """
 

@@ -9,7 +9,7 @@ compile and the Triton kernels take the same modules, so ``compile=on`` turns th
 cannot be used (no CUDA device, no Triton, a capture or compile that fails) falls back to plain eager kernels:
 said once in the log, and recorded in the backend info with why, so the run record tells which kernels made the
 answers. No path changes what is computed, only how it is launched (fusion may round bf16 differently; fp32
-agrees on the CPU in tests/test_graphs.py and tests/test_kernels.py).
+agrees on the CPU in tests/backends/hf/test_graphs.py and tests/backends/hf/test_kernels.py).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "multi_gpu_scaling.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "multi_gpu_scaling.py"
 
 
 def test_two_shard_processes_merge_to_the_one_process_run(tiny_dataset, tiny_checkpoints, tmp_path):

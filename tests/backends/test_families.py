@@ -289,7 +289,7 @@ def test_apertus_tokenizes_the_clips_as_the_processor_made_them_in_a_bf16_model(
 def test_voxtrals_fast_path_reads_the_ids_and_clip_windows_of_its_processors_own_call(backends, tiny_dataset):
     """Voxtral tokenizes chats (mistral-common): its fast path takes each prompt's ids from the tokenizer's
     side of ``chat_inputs`` and each clip's 30 s windows from a call of its own; both equal what the whole
-    call makes of the prompt (``tests/test_reuse.py`` then checks the answers)."""
+    call makes of the prompt (``tests/backends/hf/test_reuse.py`` then checks the answers)."""
     backend = backends["voxtral"]
     assert backend.reuse == "prefix" and not backend.processed
     frames = backend.model.model.audio_tower.config.max_source_positions * 2

@@ -18,7 +18,7 @@ from audioicl.backends.catalog import options_markdown
 from audioicl.backends.kinds import Kind, Option, auto_or, choice, whole
 from audioicl.inference.record import record_conflicts
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "audioicl"
 
 
