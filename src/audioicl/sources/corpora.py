@@ -30,6 +30,7 @@ pooch, and requests which it uses, are the optional extra ``audioicl[sources]``,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -482,19 +483,25 @@ def _download(pooch: Any, file: RemoteFile, archives: Path, retries: int, progre
 #
 # An archive is checked member by member before anything of it is written, and refused with the member named
 # when a member is unsafe: an absolute path; a path or a link (symbolic or hard) leading out of the folder; a
-# device file, FIFO or socket; or sizes of an archive bomb: more unpacked bytes in all than UNPACK_FACTOR
-# times the archive's size (the registry's pinned size, else what arrived) or UNPACK_FLOOR_BYTES, whichever is
-# more; and, in a zip, a member of at least ZIP_RATIO_MIN_BYTES that would unpack to more than ZIP_MAX_RATIO
-# times its compressed size. Tar members go through the standard library's "data" extraction filter (which
-# also drops setuid bits and ownership; an equivalent check of our own where this Python lacks it); zip has no
-# filter, so its names, unix mode bits (``external_attr``) and sizes are checked here, and the bytes written
-# are counted against the sizes declared. The corpora are audio, which compresses little (about 1.1-2 times).
+# member written through a link; a chain of more than LINK_HOPS links; a device file, FIFO or socket; or sizes of
+# an archive bomb: more unpacked bytes in all than UNPACK_FACTOR times the archive's size (the registry's pinned
+# size, else what arrived) or UNPACK_FLOOR_BYTES, whichever is more; and, in a zip, a member of at least
+# ZIP_RATIO_MIN_BYTES that would unpack to more than ZIP_MAX_RATIO times its compressed size.
+#
+# Where a member lands is worked out from the archive alone (``_Tree``: its names and its own links, resolved
+# lexically), never from the file system: ``os.path.realpath`` gives up silently on a chain of links longer than
+# PATH_MAX and returns a path that looks inside while the kernel resolves it outside (CVE-2025-4517, which also
+# defeats Python's own tar "data" filter before 3.13.4 and 3.11.13). Both kinds are then written by our own code,
+# one member at a time: folders made component by component with no link on the way (``os.lstat``), files opened
+# with ``O_NOFOLLOW`` and counted against their declared size, modes 0o644 / 0o755 (no setuid, no owner), a hard
+# link written as a copy of the file it names. The corpora are audio, which compresses little (about 1.1-2
+# times).
 
 UNPACK_FACTOR = 20
 UNPACK_FLOOR_BYTES = 64 << 20
 ZIP_MAX_RATIO = 100
 ZIP_RATIO_MIN_BYTES = 1 << 20
-_TAR_FILTERS = hasattr(tarfile, "data_filter")  # Python 3.11.4 and later
+LINK_HOPS = 8  # links one path may pass through: a corpus has none, a chain of many is an attack
 _LINK_TARGET_MAX = 4096
 
 
@@ -515,10 +522,6 @@ def _absolute(name: str) -> bool:
     return name.startswith(("/", "\\")) or bool(PureWindowsPath(name).drive)
 
 
-def _inside(path: str, folder: str) -> bool:
-    return os.path.commonpath([path, folder]) == folder
-
-
 class _Total:
     """Unpacked bytes so far, against the limit."""
 
@@ -536,67 +539,197 @@ class _Total:
             )
 
 
-_FILTER_WHY = {
-    "AbsolutePathError": "its path is absolute",
-    "OutsideDestinationError": "it would be written outside the folder",
-    "SpecialFileError": "it is a device file, FIFO or socket",
-    "AbsoluteLinkError": "it links to an absolute path",
-    "LinkOutsideDestinationError": "it links outside the folder",
+_WHY = {
+    "absolute": "its path is absolute",
+    "outside": "it would be written outside the folder",
+    "special": "it is a device file, FIFO or socket",
+    "absolute link": "it links to an absolute path",
+    "link outside": "it links outside the folder",
+    "through link": "it would be written through a link",
+    "chain": f"it passes through more than {LINK_HOPS} links",
 }
 
 
-def _filter_error(exc: tarfile.TarError) -> _Unsafe:
-    member = getattr(exc, "tarinfo", None)
-    why = _FILTER_WHY.get(type(exc).__name__, _one_line(exc))
-    if member is not None and (member.issym() or member.islnk()):
-        why += f" ({member.linkname!r})"
-    return _Unsafe(member.name if member is not None else "?", why)
+class _Tree:
+    """The archive's own tree as far as read: its symbolic links (path → target) and its files. ``resolve``
+    follows a path through those links lexically, as the kernel would once they are written, and refuses one
+    that leaves the folder or passes through too many links."""
 
+    def __init__(self) -> None:
+        self.links: dict[tuple[str, ...], str] = {}
+        self.files: set[tuple[str, ...]] = set()
 
-def _tar_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
-    """The standard library's "data" filter, or the same checks where this Python lacks it (without its
-    changes of modes: ``extract(set_attrs=False)`` then keeps none)."""
-    if _TAR_FILTERS:
+    def resolve(self, parts: tuple[str, ...] | list[str], member: str) -> tuple[str, ...]:
+        todo, done, hops = list(parts), [], 0
+        while todo:
+            part = todo.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not done:
+                    raise _Unsafe(member, "")
+                done.pop()
+                continue
+            done.append(part)
+            link = self.links.get(tuple(done))
+            if link is None:
+                continue
+            hops += 1
+            if hops > LINK_HOPS:
+                raise _Unsafe(member, _WHY["chain"])
+            done.pop()
+            todo = [*_parts(link), *todo]
+        return tuple(done)
+
+    def place(self, name: str) -> tuple[str, ...]:
+        """Where the member ``name`` is written, refused when absolute, outside or through a link."""
+        if _absolute(name):
+            raise _Unsafe(name, _WHY["absolute"])
         try:
-            return tarfile.data_filter(member, dest)
-        except tarfile.FilterError as exc:
-            raise _filter_error(exc) from None
-    dest = os.path.realpath(dest)
-    name = member.name.lstrip("/" + os.sep)
-    if not _inside(os.path.realpath(os.path.join(dest, name)), dest):
-        raise _Unsafe(member.name, _FILTER_WHY["OutsideDestinationError"])
-    if member.ischr() or member.isblk() or member.isfifo():
-        raise _Unsafe(member.name, _FILTER_WHY["SpecialFileError"])
-    if member.issym() or member.islnk():
-        if os.path.isabs(member.linkname):
-            raise _Unsafe(member.name, f"{_FILTER_WHY['AbsoluteLinkError']} ({member.linkname!r})")
-        start = os.path.join(dest, os.path.dirname(name)) if member.issym() else dest
-        if not _inside(os.path.realpath(os.path.join(start, member.linkname)), dest):
-            raise _Unsafe(member.name, f"{_FILTER_WHY['LinkOutsideDestinationError']} ({member.linkname!r})")
-    return member
+            parts = self.resolve(_parts(name), name)
+        except _Unsafe as exc:
+            raise _Unsafe(name, exc.why or _WHY["outside"]) from None
+        if not parts:
+            raise _Unsafe(name, _WHY["outside"])
+        if parts != _lexical(name) or any(parts[:i] in self.links for i in range(1, len(parts))):
+            raise _Unsafe(name, _WHY["through link"])
+        return parts
+
+    def link(self, name: str, where: tuple[str, ...], target: str) -> None:
+        """A symbolic link at ``where`` to ``target``, refused when its target is absolute or leads out."""
+        if len(target) > _LINK_TARGET_MAX:
+            raise _Unsafe(name, f"a symbolic link of {len(target):,} characters")
+        if _absolute(target):
+            raise _Unsafe(name, f"{_WHY['absolute link']} ({target!r})")
+        try:
+            self.resolve([*where[:-1], *_parts(target)], name)
+        except _Unsafe as exc:
+            raise _Unsafe(name, f"{exc.why or _WHY['link outside']} ({target!r})") from None
+        self.links[where] = target
+
+    def hard_link(self, name: str, target: str) -> tuple[str, ...]:
+        """The file a hard link names (relative to the archive's top), which must be one written before."""
+        if _absolute(target):
+            raise _Unsafe(name, f"{_WHY['absolute link']} ({target!r})")
+        try:
+            found = self.resolve(_parts(target), name)
+        except _Unsafe as exc:
+            raise _Unsafe(name, f"{exc.why or _WHY['link outside']} ({target!r})") from None
+        if found not in self.files:
+            raise _Unsafe(name, f"it links to no file of the archive ({target!r})")
+        return found
+
+
+def _parts(name: str) -> list[str]:
+    return [part for part in name.replace("\\", "/").split("/") if part not in ("", ".")]
+
+
+def _lexical(name: str) -> tuple[str, ...]:
+    """``name``'s components with ``..`` applied (already checked to stay inside)."""
+    done: list[str] = []
+    for part in _parts(name):
+        if part == "..":
+            done.pop()
+        else:
+            done.append(part)
+    return tuple(done)
+
+
+class _Writer:
+    """Writes members under ``dest``, never through a link: each folder on the way is checked with ``lstat``
+    (a link there, made by anyone, refuses the member), files are opened with ``O_NOFOLLOW``."""
+
+    def __init__(self, dest: Path):
+        self.dest = dest
+
+    def folder(self, parts: tuple[str, ...], member: str) -> Path:
+        path = self.dest
+        for part in parts:
+            path = path / part
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                os.mkdir(path, 0o755)
+                continue
+            if not stat.S_ISDIR(mode):
+                raise _Unsafe(member, _WHY["through link"] if stat.S_ISLNK(mode) else _WHY["outside"])
+        return path
+
+    def file(self, parts: tuple[str, ...], member: str, source: Any, size: int) -> None:
+        """``source``'s bytes (a file object) as the file ``parts``, refused if more come than ``size``."""
+        path = self.folder(parts[:-1], member) / parts[-1]
+        self._clear(path)
+        flags = (
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        )
+        written = 0
+        with os.fdopen(os.open(path, flags, 0o644), "wb") as handle:
+            while chunk := source.read(CHUNK_BYTES):
+                written += len(chunk)
+                if written > size:
+                    raise _Unsafe(member, f"it unpacks to more than the {size:,} bytes it declares")
+                handle.write(chunk)
+
+    def symlink(self, parts: tuple[str, ...], member: str, target: str) -> None:
+        path = self.folder(parts[:-1], member) / parts[-1]
+        self._clear(path)
+        os.symlink(target, path)
+
+    @staticmethod
+    def _clear(path: Path) -> None:
+        """What a member replaces: a file or link (a folder stays, and the write into it fails)."""
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                os.unlink(path)
+
+
+def _tar_plan(tar: tarfile.TarFile, total: _Total) -> list[tuple[tarfile.TarInfo, tuple[str, ...], Any, int]]:
+    """Every member checked (``_Tree``) before anything is written: (member, where, link target or the linked
+    file, size)."""
+    tree, plan, sizes = _Tree(), [], {}
+    for member in tar:  # one header at a time: a bomb's first huge member stops it here
+        if _MAC_JUNK.search(member.name):
+            continue
+        if (
+            member.ischr()
+            or member.isblk()
+            or member.isfifo()
+            or not (member.isreg() or member.isdir() or member.issym() or member.islnk())
+        ):
+            raise _Unsafe(member.name, _WHY["special"])
+        where = tree.place(member.name)
+        extra: Any = None
+        if member.issym():
+            tree.link(member.name, where, member.linkname)
+            extra = member.linkname
+        elif member.islnk():
+            extra = tree.hard_link(member.name, member.linkname)
+            sizes[where] = sizes[extra]
+            total.add(member.name, sizes[where])
+        elif member.isreg():
+            sizes[where] = member.size
+            total.add(member.name, member.size)
+        if member.isreg() or member.islnk():
+            tree.files.add(where)
+        plan.append((member, where, extra, sizes.get(where, 0)))
+    return plan
 
 
 def _untar(archive: Path, into: Path, total: _Total) -> None:
-    dest = str(into.resolve())
+    writer = _Writer(into.resolve())
     with tarfile.open(archive) as tar:
-        members = []
-        for member in tar:  # one header at a time: a bomb's first huge member stops it here
-            if _MAC_JUNK.search(member.name):
-                continue
-            if _absolute(member.name):
-                raise _Unsafe(member.name, _FILTER_WHY["AbsolutePathError"])
-            _tar_filter(member, dest)
-            if member.isreg():
-                total.add(member.name, member.size)
-            members.append(member)
-        if _TAR_FILTERS:
-            try:
-                tar.extractall(dest, members=members, filter="data")  # checks again, against what is on disk
-            except tarfile.FilterError as exc:
-                raise _filter_error(exc) from None
-        else:
-            for member in members:
-                tar.extract(_tar_filter(member, dest), dest, set_attrs=False)
+        for member, where, extra, size in _tar_plan(tar, total):
+            if member.isdir():
+                writer.folder(where, member.name)
+            elif member.issym():
+                writer.symlink(where, member.name, extra)
+            elif member.islnk():  # a copy of the file it names, already written (inside, no link on the way)
+                with open(writer.folder(extra[:-1], member.name) / extra[-1], "rb") as source:
+                    writer.file(where, member.name, source, size)
+            else:
+                source = tar.extractfile(member)
+                assert source is not None  # a regular member
+                writer.file(where, member.name, source, member.size)
 
 
 def _zip_kind(member: zipfile.ZipInfo) -> str:
@@ -606,75 +739,52 @@ def _zip_kind(member: zipfile.ZipInfo) -> str:
     if kind == stat.S_IFLNK:
         return "symlink"
     if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-        raise _Unsafe(member.filename, _FILTER_WHY["SpecialFileError"])
+        raise _Unsafe(member.filename, _WHY["special"])
     return "folder" if kind == stat.S_IFDIR or member.is_dir() else "file"
 
 
-def _link_target(zipped: zipfile.ZipFile, member: zipfile.ZipInfo) -> str:
-    """A symlink member's target (its content), refused when absolute or leading out of the folder."""
-    if member.file_size > _LINK_TARGET_MAX:
-        raise _Unsafe(member.filename, f"a symbolic link of {member.file_size:,} bytes")
-    link = zipped.read(member).decode("utf-8", "replace")
-    if _absolute(link):
-        raise _Unsafe(member.filename, f"{_FILTER_WHY['AbsoluteLinkError']} ({link!r})")
-    where = os.path.normpath(os.path.join(os.path.dirname(member.filename), link))
-    if where == ".." or where.startswith(("../", "..\\")):
-        raise _Unsafe(member.filename, f"{_FILTER_WHY['LinkOutsideDestinationError']} ({link!r})")
-    return link
-
-
-def _check_zip_member(zipped: zipfile.ZipFile, member: zipfile.ZipInfo, total: _Total) -> tuple[str, str]:
-    """The member's kind and, for a symlink, its target; an unsafe member is refused."""
-    name = member.filename
-    if _absolute(name):
-        raise _Unsafe(name, _FILTER_WHY["AbsolutePathError"])
-    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
-        raise _Unsafe(name, _FILTER_WHY["OutsideDestinationError"])
-    kind = _zip_kind(member)
-    big = member.file_size >= ZIP_RATIO_MIN_BYTES
-    if big and member.file_size > ZIP_MAX_RATIO * max(member.compress_size, 1):
-        raise _Unsafe(
-            name,
-            f"it would unpack {member.compress_size:,} bytes to {member.file_size:,} (more than "
-            f"{ZIP_MAX_RATIO} times): an archive bomb?",
-        )
-    total.add(name, member.file_size)
-    return kind, _link_target(zipped, member) if kind == "symlink" else ""
-
-
-def _copy_member(zipped: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path) -> None:
-    """The member's bytes into ``target``, refused if more come than it declares."""
-    written = 0
-    with zipped.open(member) as source, target.open("wb") as handle:
-        while chunk := source.read(CHUNK_BYTES):
-            written += len(chunk)
-            if written > member.file_size:
-                raise _Unsafe(
-                    member.filename, f"it unpacks to more than the {member.file_size:,} bytes it declares"
-                )
-            handle.write(chunk)
+def _zip_plan(
+    zipped: zipfile.ZipFile, total: _Total
+) -> list[tuple[zipfile.ZipInfo, str, tuple[str, ...], str]]:
+    """Every member checked before anything is written: (member, kind, where, link target)."""
+    tree, plan = _Tree(), []
+    for member in zipped.infolist():
+        name = member.filename
+        if _MAC_JUNK.search(name):
+            continue
+        kind = _zip_kind(member)
+        where = tree.place(name)
+        big = member.file_size >= ZIP_RATIO_MIN_BYTES
+        if big and member.file_size > ZIP_MAX_RATIO * max(member.compress_size, 1):
+            raise _Unsafe(
+                name,
+                f"it would unpack {member.compress_size:,} bytes to {member.file_size:,} (more than "
+                f"{ZIP_MAX_RATIO} times): an archive bomb?",
+            )
+        total.add(name, member.file_size)
+        link = ""
+        if kind == "symlink":
+            if member.file_size > _LINK_TARGET_MAX:
+                raise _Unsafe(name, f"a symbolic link of {member.file_size:,} bytes")
+            link = zipped.read(member).decode("utf-8", "replace")
+            tree.link(name, where, link)
+        elif kind == "file":
+            tree.files.add(where)
+        plan.append((member, kind, where, link))
+    return plan
 
 
 def _unzip(archive: Path, into: Path, total: _Total) -> None:
-    dest = str(into.resolve())
+    writer = _Writer(into.resolve())
     with zipfile.ZipFile(archive) as zipped:
-        members = [m for m in zipped.infolist() if not _MAC_JUNK.search(m.filename)]
-        checked = [_check_zip_member(zipped, m, total) for m in members]  # all before anything is written
-        for member, (kind, link) in zip(members, checked, strict=True):
-            target = Path(dest, *PurePosixPath(member.filename).parts)
-            if not _inside(os.path.realpath(target), dest):  # through a link unpacked before it
-                raise _Unsafe(member.filename, _FILTER_WHY["OutsideDestinationError"])
+        for member, kind, where, link in _zip_plan(zipped, total):
             if kind == "folder":
-                target.mkdir(parents=True, exist_ok=True)
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if kind == "file":
-                _copy_member(zipped, member, target)
-                continue
-            if not _inside(os.path.realpath(target.parent / link), dest):  # through links unpacked before
-                raise _Unsafe(member.filename, f"{_FILTER_WHY['LinkOutsideDestinationError']} ({link!r})")
-            target.unlink(missing_ok=True)
-            os.symlink(link, target)
+                writer.folder(where, member.filename)
+            elif kind == "symlink":
+                writer.symlink(where, member.filename, link)
+            else:
+                with zipped.open(member) as source:
+                    writer.file(where, member.filename, source, member.file_size)
 
 
 def _unpack(file: RemoteFile, path: Path, into: Path) -> None:

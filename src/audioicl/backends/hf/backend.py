@@ -89,6 +89,24 @@ class _Ahead:
 GENERATION_TOKEN_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 
 
+def at_rate(clip: AudioPart, rate: int) -> AudioPart:
+    """The clip at the model's sampling ``rate``."""
+    if clip.sr == rate:
+        return clip
+    return AudioPart.of(audio.resample(clip.wave, clip.sr, rate), rate)
+
+
+def expand_audio_tokens(text: str, clips: Sequence[ClipFeatures], family: AudioFamily, processor: Any) -> str:
+    """The prompt text with each clip's audio token repeated as the processor does it."""
+    pieces = text.split(family.audio_token)
+    if len(pieces) != len(clips) + 1:
+        raise PlaceholderMismatch(f"the prompt holds {len(pieces) - 1} audio tokens for {len(clips)} clips")
+    out = [pieces[0]]
+    for clip, piece in zip(clips, pieces[1:], strict=True):
+        out += [family.expansion(processor, clip.tokens), piece]
+    return "".join(out)
+
+
 @dataclass(frozen=True)
 class Served:
     """What a backend serves: the model, its processor and family, and its device."""
@@ -323,9 +341,9 @@ class HFBackend:
         if family.tokenizes_chat:
             parts = list(request.chat.audio_parts())
             check_clip_count(len(parts), family, family.max_clips)
-            return "", [self._at_model_rate(part) for part in parts]
+            return "", [at_rate(part, self.sampling_rate) for part in parts]
         text, parts = render_chat(request.chat, family, self.processor.apply_chat_template)
-        return text, [self._at_model_rate(part) for part in parts]
+        return text, [at_rate(part, self.sampling_rate) for part in parts]
 
     def _within_context(
         self, prepared: list[_Prepared], new_tokens: int
@@ -362,28 +380,10 @@ class HFBackend:
                 raise ValueError(f"{self.model_family.label} makes its prompts from chats; none was given")
             ids = self.model_family.prompt_ids(self.processor, chat, self.sampling_rate)
             return _Prepared(index, "", clips, digests, group, ids, chat)
-        expanded = self._expand(text, clips)
+        expanded = expand_audio_tokens(text, clips, self.model_family, self.processor)
         # as ``AudioFamily.process`` tokenizes: nothing added to what the template wrote (Gemma's writes <bos>)
         ids = self.processor.tokenizer(expanded, add_special_tokens=False)["input_ids"]
         return _Prepared(index, expanded, clips, digests, group, ids)
-
-    def _at_model_rate(self, clip: AudioPart) -> AudioPart:
-        if clip.sr == self.sampling_rate:
-            return clip
-        return AudioPart.of(audio.resample(clip.wave, clip.sr, self.sampling_rate), self.sampling_rate)
-
-    def _expand(self, text: str, clips: Sequence[ClipFeatures]) -> str:
-        """The prompt text with each clip's audio token repeated as the processor does it."""
-        token = self.model_family.audio_token
-        pieces = text.split(token)
-        if len(pieces) != len(clips) + 1:
-            raise PlaceholderMismatch(
-                f"the prompt holds {len(pieces) - 1} audio tokens for {len(clips)} clips"
-            )
-        out = [pieces[0]]
-        for clip, piece in zip(clips, pieces[1:], strict=True):
-            out += [self.model_family.expansion(self.processor, clip.tokens), piece]
-        return "".join(out)
 
     def respond(self, tokens: Sequence[int], n_in: int, n_audio: int, config: GenerationConfig) -> Response:
         """The prompt's answer; one its tokenizer cannot decode (an id it does not know: mistral-common's raises
