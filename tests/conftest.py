@@ -185,10 +185,10 @@ def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
     """
     for module in ("torch", "transformers", "torchvision"):
         pytest.importorskip(module)
-    from audioicl.testing import FAMILIES, tiny_checkpoint
+    from audioicl.testing import QWEN_FAMILIES, tiny_checkpoint
 
     root = tmp_path_factory.mktemp("tiny_checkpoints")
-    return {family: tiny_checkpoint(family, root / family) for family in FAMILIES}
+    return {family: tiny_checkpoint(family, root / family) for family in QWEN_FAMILIES}
 
 
 @pytest.fixture(scope="session")

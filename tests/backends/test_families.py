@@ -306,3 +306,26 @@ def test_voxtrals_fast_path_reads_the_ids_and_clip_windows_of_its_processors_own
         assert sum(clip.tokens for clip in prepared.clips) == int(
             (whole["input_ids"] == backend.audio_token_id).sum()
         )
+
+
+def test_a_family_added_as_this_page_says_is_registered(tmp_path):
+    """docs/models.md's "Adding a family": its module, written as the page shows it into a folder of the
+    families package, is imported, found by its model_type and listed by ``audioicl models``."""
+    import re
+    import subprocess
+    import sys
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text(encoding="utf-8")
+    section = page.split("## Adding a family", 1)[1]
+    (example,) = re.findall(r"```python\n(.*?)```", section, re.S)[:1]
+    (tmp_path / "my_audio.py").write_text(example, encoding="utf-8")
+    code = (
+        "import importlib, audioicl.backends.families as families\n"
+        f"families.__path__.append({str(tmp_path)!r})\n"
+        "importlib.import_module('audioicl.backends.families.my_audio')\n"
+        "from audioicl.backends.families.registry import family_of, model_rows\n"
+        "found = family_of('my_audio')\n"
+        "print(found.name, found.model_class, any(row['family'] == 'My-Audio' for row in model_rows()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["my-audio", "MyAudioForConditionalGeneration", "True"]

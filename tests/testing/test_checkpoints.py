@@ -12,7 +12,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
 from audioicl.prompts.sets import DEFAULT_SYSTEM  # noqa: E402
-from audioicl.testing import FAMILIES, family, templates, tiny_checkpoint  # noqa: E402
+from audioicl.testing import QWEN_FAMILIES, family, templates, tiny_checkpoint  # noqa: E402
 from audioicl.testing import build as checkpoints  # noqa: E402
 
 SR = checkpoints.SAMPLE_RATE
@@ -35,7 +35,7 @@ def load(path, name: str):
     return spec, processor, model
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", QWEN_FAMILIES)
 def test_tiny_checkpoint_renders_processes_and_generates(tiny_checkpoints, name):
     spec, processor, model = load(tiny_checkpoints[name], name)
     assert type(processor).__name__ == spec.processor_class
@@ -74,7 +74,7 @@ def test_tiny_checkpoint_renders_processes_and_generates(tiny_checkpoints, name)
     assert out.shape == (1, ids.shape[0] + 4)
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", QWEN_FAMILIES)
 def test_audio_tokens_matches_the_processor(tiny_checkpoints, name):
     spec = family(name)
     processor = transformers.AutoProcessor.from_pretrained(tiny_checkpoints[name])
@@ -103,7 +103,7 @@ def test_audio_tokens_matches_the_processor(tiny_checkpoints, name):
         assert count(31 * SR) == [checkpoints.audio_tokens(name, 31 * SR)] == [750]
 
 
-@pytest.mark.parametrize("name", [n for n in FAMILIES if family(n).full_class])
+@pytest.mark.parametrize("name", [n for n in QWEN_FAMILIES if family(n).full_class])
 def test_omni_layouts_full_and_thinker_only(tiny_checkpoints, tiny_thinker_checkpoints, name):
     full = json.loads((tiny_checkpoints[name] / "config.json").read_text())
     thinker = json.loads((tiny_thinker_checkpoints[name] / "config.json").read_text())
@@ -151,7 +151,7 @@ FULL = {
 }
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", QWEN_FAMILIES)
 def test_full_size_configuration(name):
     spec = family(name)
     config = checkpoints.full_size_config(name)
@@ -179,7 +179,7 @@ def test_full_size_configuration(name):
         assert config.audio_config.output_dim == 2048 and config.vision_start_token_id == 151652
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", QWEN_FAMILIES)
 def test_full_size_model_on_meta(name):
     spec = family(name)
     model, processor = checkpoints.full_size_model(name, device="meta", num_layers=2)

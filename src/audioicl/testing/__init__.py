@@ -1,21 +1,27 @@
-"""Random-weight checkpoints of the three model families (Qwen2-Audio, Qwen2.5-Omni, Qwen3-Omni), for tests
-and GPU measurements: the real layouts, chat templates, special tokens and encoder downsampling, with weights
-that do not matter.
+"""Random-weight checkpoints of the 17 model families, for tests and GPU measurements: the real layouts, chat
+templates, special tokens and encoder downsampling, with weights that do not matter.
 
-``tiny_checkpoint`` writes a 2-layer checkpoint folder offline, ``full_size_model`` / ``full_size_config``
-give the real full-size model with random weights, ``audio_tokens`` the placeholder tokens a clip costs and
-``family`` a family's spec. The modules: ``templates`` (chat templates, tiny tokenizer), ``configs`` (family
-specs, config.json contents), ``build`` (the models, processors and checkpoint folders). Importing the package
-is cheap; torch and transformers (the ``hf`` extra) load when a checkpoint or model is built.
+Every family is one module of ``testing.families`` registering one ``TinyFamily`` (``TINY``), named as its
+``backends.families`` adapter: ``tiny_checkpoint(name, dir)`` writes its 2-layer checkpoint folder offline,
+``full_size_model(name)`` builds the real full size with random weights; ``audio_tokens`` counts the
+placeholder tokens a clip costs a Qwen family and ``family`` gives a Qwen family's spec. The modules:
+``templates`` (chat templates, tiny tokenizers), ``configs`` (the Qwen specs' form), ``build`` (the shared
+writers), ``weights``. Importing the package is cheap; torch and transformers (the ``hf`` extra) load when a
+checkpoint or model is built.
 """
 
 from __future__ import annotations
 
 from audioicl.testing.build import audio_tokens, full_size_config, full_size_model, tiny_checkpoint
-from audioicl.testing.configs import FAMILIES, FAMILY_SPECS, Family, family
+from audioicl.testing.configs import FAMILY_SPECS, Family, family
+from audioicl.testing.families import TINY  # registers every family
+
+# the Qwen families, whose test models share the builders of ``build`` (their specs: ``family``)
+QWEN_FAMILIES: tuple[str, ...] = tuple(sorted(FAMILY_SPECS))
 
 __all__ = [
-    "FAMILIES",
+    "QWEN_FAMILIES",
+    "TINY",
     "FAMILY_SPECS",
     "Family",
     "audio_tokens",

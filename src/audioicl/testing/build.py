@@ -1,4 +1,5 @@
-"""Random-weight checkpoints of the three audio-language families, for tests and GPU performance work.
+"""Random-weight checkpoints of every model family, for tests and GPU performance work; the Qwen families' own
+builders.
 
 ``tiny_checkpoint(family, out_dir)`` writes, offline and in seconds, a folder that loads exactly like the real
 checkpoint: ``AutoProcessor.from_pretrained(dir)`` gives the family's processor class (tokenizer, 128-bin
@@ -28,15 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from audioicl.testing.configs import (
-    FAMILIES,
-    Family,
-    family,
-    full_config,
-    tiny_config,
-    tiny_omni_config,
-    with_head_dim,
-)
+from audioicl.testing.configs import Family, family, full_config, with_head_dim
 from audioicl.testing.templates import make_tokenizer
 from audioicl.testing.weights import config_from, seeded_model
 
@@ -106,43 +99,38 @@ def _user_token_id(tokenizer) -> int:
     return user
 
 
-def tiny_checkpoint(
-    family_name: str,
-    out_dir: str | Path,
-    seed: int = 0,
-    *,
-    thinker_only: bool = False,
-    head_dim: int | None = None,
+def tiny_checkpoint(family_name: str, out_dir: str | Path, seed: int = 0, **options: Any) -> Path:
+    """Write a tiny random-weight checkpoint of ``family_name`` (any family of ``testing.families``) to
+    ``out_dir`` and return the folder. The same ``seed`` writes the same weights. The Qwen families take
+    ``thinker_only`` (an Omni family's thinker-only folder instead of the real checkpoints' full layout) and
+    ``head_dim`` (the text model's attention head size, default 16; vLLM's CPU attention needs 64)."""
+    from audioicl.testing.families import TINY
+
+    if family_name not in TINY:
+        raise ValueError(f"unknown model family {family_name!r} (known: {', '.join(TINY)})")
+    return TINY.get(family_name).write(Path(out_dir), seed, **options)
+
+
+def write_qwen(
+    spec: Family, out_dir: Path, seed: int = 0, *, thinker_only: bool = False, head_dim: int | None = None
 ) -> Path:
-    """Write a tiny random-weight checkpoint of ``family_name`` to ``out_dir`` and return the folder.
-
-    Loads with ``AutoProcessor.from_pretrained(out_dir)`` and ``<Family.model_class>.from_pretrained(out_dir)``.
-    The same ``seed`` writes the same weights. ``thinker_only`` (Omni families) writes a thinker-only folder
-    instead of the full Omni layout of the real checkpoints. ``head_dim`` (default: 16, the tiny width) sets
-    the text model's attention head size; vLLM's CPU attention needs 64.
-    """
-    if family_name not in FAMILIES:  # a family of ``testing.families``
-        from audioicl.testing.families import TINY
-
-        if family_name not in TINY:
-            known = ", ".join([*FAMILIES, *TINY])
-            raise ValueError(f"unknown model family {family_name!r} (known: {known})")
-        return TINY.get(family_name).write(Path(out_dir), seed)
-    spec = family(family_name)
-    if thinker_only and spec.full_class is None:
-        raise ValueError(f"{family_name} has no thinker: thinker_only applies to the Omni families")
+    """A Qwen family's tiny checkpoint (``tiny_checkpoint``): loads with ``AutoProcessor.from_pretrained`` and
+    ``<spec.model_class>.from_pretrained``."""
+    assert spec.tiny_config is not None
+    if thinker_only and spec.omni_config is None:
+        raise ValueError(f"{spec.name} has no thinker: thinker_only applies to the Omni families")
     out = Path(out_dir)
     processor = _processor(spec, real_ids=False)
     tokenizer = processor.tokenizer
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in spec.special_tokens}
-    thinker = tiny_config(spec, ids, vocab=len(tokenizer), user_id=_user_token_id(tokenizer))
+    thinker = spec.tiny_config(spec, ids, vocab=len(tokenizer), user_id=_user_token_id(tokenizer))
     if head_dim is not None:
         thinker = with_head_dim(thinker, head_dim)
     model = seeded_model(_model_class(spec.model_class), config_from(thinker), seed)
-    if spec.full_class is not None and not thinker_only:
+    if spec.omni_config is not None and spec.full_class is not None and not thinker_only:
         # The same thinker weights in both layouts: a test of one layout holds for the other.
         full = seeded_model(
-            _model_class(spec.full_class), config_from(tiny_omni_config(spec, thinker, ids)), seed
+            _model_class(spec.full_class), config_from(spec.omni_config(spec, thinker, ids)), seed
         )
         full.thinker.load_state_dict(model.state_dict())
         model = full
@@ -164,10 +152,8 @@ def _generation_config(ids: dict[str, int]):
 
 
 def full_size_config(family_name: str, *, num_layers: int | None = None):
-    """The real full-size configuration (the thinker's, for the Omni families) as a transformers config.
-
-    ``num_layers`` overrides the depth of the text model and of the audio and vision encoders (for tests).
-    """
+    """A Qwen family's real full-size configuration (the thinker's, for the Omni families) as a transformers
+    config. ``num_layers`` overrides the depth of the text model and of the audio and vision encoders."""
     return config_from(full_config(family(family_name), num_layers))
 
 
@@ -188,15 +174,17 @@ def full_size_model(
     """
     import torch
 
-    if family_name not in FAMILIES:  # a family of ``testing.families``
-        from audioicl.testing.families import TINY
+    from audioicl.testing.families import TINY
 
-        build = TINY.get(family_name).full_size
-        if build is None:
-            raise ValueError(f"{family_name}: no full-size builder")
-        return build(device, dtype or torch.bfloat16, num_layers=num_layers, seed=seed)
-    spec = family(family_name)
-    config = full_size_config(family_name, num_layers=num_layers)
-    model = seeded_model(_model_class(spec.model_class), config, seed, dtype or torch.bfloat16, device)
+    build = TINY.get(family_name).full_size
+    if build is None:
+        raise ValueError(f"{family_name}: no full-size builder")
+    return build(device, dtype or torch.bfloat16, num_layers=num_layers, seed=seed)
+
+
+def full_size_qwen(spec: Family, device: Any, dtype: Any, *, num_layers: int | None = None, seed: int = 0):
+    """A Qwen family's ``full_size_model``."""
+    config = config_from(full_config(spec, num_layers))
+    model = seeded_model(_model_class(spec.model_class), config, seed, dtype, device)
     model.generation_config = _generation_config(spec.special_tokens)
     return model, _processor(spec, real_ids=True)
