@@ -230,7 +230,7 @@ class Work:
 
 
 @dataclass
-class _Prepared:
+class PreparedWork:
     work: Work
     prompt: Prompt | None
     error: str | None
@@ -261,10 +261,10 @@ class PromptMaker:
     study: StudySetup = field(default_factory=lambda: StudySetup())
     variants: tuple[PromptSet, ...] = ()  # instruction variants 1.. (``prompt_variants``); 0 is prompt_set
 
-    def prepare(self, work: Work) -> _Prepared:
+    def prepare(self, work: Work) -> PreparedWork:
         problem = self.study.problems.get(work.episode.id)
         if problem is not None:
-            return _Prepared(work, None, problem)
+            return PreparedWork(work, None, problem)
         try:
             prompt = build_prompt(
                 work.episode,
@@ -287,9 +287,9 @@ class PromptMaker:
                 )
                 prompt = self.study.control.apply(prompt, context)
         except AudioICLError as exc:
-            return _Prepared(work, None, str(exc))
+            return PreparedWork(work, None, str(exc))
         error = _too_long(prompt, self.max_clip_seconds)
-        return _Prepared(work, None if error else prompt, error)
+        return PreparedWork(work, None if error else prompt, error)
 
 
 def _line(work: Work, model: str, fields: dict[str, Any]) -> Result:
@@ -381,8 +381,8 @@ class PreparedWindow:
     """A window's prompts, built: every work item's prepared prompt (or its problem), and the requests of
     those that have one, their chats padded as the run asks."""
 
-    prepared: list[_Prepared]
-    ok: list[_Prepared]
+    prepared: list[PreparedWork]
+    ok: list[PreparedWork]
     chats: list[Chat]
     requests: list[Request]
 

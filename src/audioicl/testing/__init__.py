@@ -12,9 +12,10 @@ checkpoint or model is built.
 
 from __future__ import annotations
 
-from audioicl.testing.build import audio_tokens, full_size_config, full_size_model, tiny_checkpoint
-from audioicl.testing.configs import FAMILY_SPECS, Family, family
+from audioicl.testing.build import audio_tokens, family, full_size_config, full_size_model, tiny_checkpoint
+from audioicl.testing.configs import Family
 from audioicl.testing.families import TINY  # registers every family
+from audioicl.testing.qwen import FAMILY_SPECS
 
 # the Qwen families, whose test models share the builders of ``build`` (their specs: ``family``)
 QWEN_FAMILIES: tuple[str, ...] = tuple(sorted(FAMILY_SPECS))

@@ -1,10 +1,11 @@
 """The form of the Qwen families' specs (``Family``), and what the three share: the full-size depth override and
 wider tiny heads. Each family's spec and config.json contents live in its module of ``testing.families``.
 
-``Family`` (one per family, ``family(name)``) names the model, full Omni and processor classes, the chat
-template and the special tokens at their real ids. ``tiny_config`` is the tiny model's config.json (the
-thinker's, for the Omni families), ``tiny_omni_config`` the full Omni layout around it, ``full_config`` the
-real full size, ``with_head_dim`` a tiny thinker with wider attention heads.
+``Family`` (one per family, ``testing.family(name)``) names the model, full Omni and processor classes, the chat
+template and the special tokens at their real ids, and holds the family's config.json builders: ``tiny_config``
+(the tiny model's, the thinker's for the Omni families), ``omni_config`` (the full Omni layout around it) and
+``full_config`` (the real full size, which ``full_config(spec, num_layers)`` here makes shallower for tests);
+``with_head_dim`` gives a tiny thinker wider attention heads.
 
 Where the real checkpoints' facts come from is cited next to each constant. Layouts of the real checkpoints:
 
@@ -48,41 +49,6 @@ class Family:
     tiny_config: Callable[..., dict[str, Any]] | None = None
     full_config: Callable[[], dict[str, Any]] | None = None
     omni_config: Callable[..., dict[str, Any]] | None = None
-
-
-# The Qwen families' specs, by name, as their modules under ``testing.families`` register them.
-FAMILY_SPECS: dict[str, Family] = {}
-
-
-def qwen_tiny_family(spec: Family, template_source: str) -> Family:
-    """Register a Qwen family's spec, and its ``TinyFamily`` (the folder writer and full-size builder of
-    ``testing.build``, which load torch and transformers only when called)."""
-    from audioicl.testing.families import TinyFamily, register
-
-    from .build import full_size_qwen, write_qwen
-
-    FAMILY_SPECS[spec.name] = spec
-    register(
-        TinyFamily(
-            spec.name,
-            lambda out, seed=0, **options: write_qwen(spec, out, seed, **options),
-            template_source,
-            full_size=lambda device, dtype=None, num_layers=None, seed=0: full_size_qwen(
-                spec, device, dtype, num_layers=num_layers, seed=seed
-            ),
-        )
-    )
-    return spec
-
-
-def family(name: str) -> Family:
-    """A Qwen family's spec (its module registers it)."""
-    import audioicl.testing.families  # noqa: F401  (registers every family)
-
-    try:
-        return FAMILY_SPECS[name]
-    except KeyError:
-        raise ValueError(f"unknown model family {name!r} (known: {', '.join(FAMILY_SPECS)})") from None
 
 
 # Full-size configurations. Qwen2-Audio-7B: config.json of Qwen/Qwen2-Audio-7B(-Instruct) (text_config: Qwen2

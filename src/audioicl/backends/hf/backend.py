@@ -58,7 +58,7 @@ FEATURE_CACHE_BYTES = 2048 * 2**20  # clip features, on the CPU
 
 
 @dataclass
-class _Prepared:
+class PromptReady:
     """A request ready for the model: its text with the audio tokens expanded, its clips' features and
     content digests, and the group (episode) whose prompts may share a prefix."""
 
@@ -82,7 +82,7 @@ class _Ahead:
     """What ``prefetch`` made of one request: the request itself, and its prepared prompt or its failure."""
 
     request: Request
-    prepared: _Prepared | None
+    prepared: PromptReady | None
     failed: Response | None
 
 
@@ -286,7 +286,7 @@ class HFBackend:
         ):
             path.encode_ahead_of(prepared)
 
-    def prepare(self, requests: Sequence[Request]) -> tuple[list[_Prepared], dict[int, Response]]:
+    def prepare(self, requests: Sequence[Request]) -> tuple[list[PromptReady], dict[int, Response]]:
         """The requests rendered, their clips' features extracted; those that cannot be, as error
         responses by request index. What ``prefetch`` prepared for the same request object is taken from
         there (a key alone is not enough: a later run on this backend may ask it with another chat)."""
@@ -309,7 +309,7 @@ class HFBackend:
                 responses[index] = entry.failed
         return prepared, responses
 
-    def _prepare_now(self, requests: Sequence[Request]) -> tuple[list[_Prepared], dict[int, Response]]:
+    def _prepare_now(self, requests: Sequence[Request]) -> tuple[list[PromptReady], dict[int, Response]]:
         responses: dict[int, Response] = {}
         rendered: dict[int, tuple[str, list[AudioPart]]] = {}
         for index, request in enumerate(requests):
@@ -325,7 +325,7 @@ class HFBackend:
             ]
             return made, responses  # type: ignore[return-value]
         self.clips.prefetch([part for _, parts in rendered.values() for part in parts])
-        prepared: list[_Prepared] = []
+        prepared: list[PromptReady] = []
         for index, (text, parts) in rendered.items():
             try:
                 request = requests[index]
@@ -346,13 +346,13 @@ class HFBackend:
         return text, [at_rate(part, self.sampling_rate) for part in parts]
 
     def _within_context(
-        self, prepared: list[_Prepared], new_tokens: int
-    ) -> tuple[list[_Prepared], dict[int, Response]]:
+        self, prepared: list[PromptReady], new_tokens: int
+    ) -> tuple[list[PromptReady], dict[int, Response]]:
         """The prompts that fit the language model's context with ``new_tokens`` more, and an error response
         for each that does not: past ``max_position_embeddings`` a model reads positions it never learned."""
         if self.context_tokens is None or self.processed:  # a parts family's: checked on its batch's inputs
             return prepared, {}
-        fits: list[_Prepared] = []
+        fits: list[PromptReady] = []
         refused: dict[int, Response] = {}
         for item in prepared:
             if len(item.ids) + new_tokens <= self.context_tokens:
@@ -369,7 +369,7 @@ class HFBackend:
 
     def _prepare_text(
         self, index: int, text: str, parts: Sequence[AudioPart], group: str = "", chat: Chat | None = None
-    ) -> _Prepared:
+    ) -> PromptReady:
         """A rendered prompt (one placeholder per clip, at the model's rate) with its clips' features,
         tokens expanded; for a family that tokenizes chats, ``chat``'s token ids as its ``chat_inputs``
         makes them (``text`` is empty)."""
@@ -379,11 +379,11 @@ class HFBackend:
             if chat is None:
                 raise ValueError(f"{self.model_family.label} makes its prompts from chats; none was given")
             ids = self.model_family.prompt_ids(self.processor, chat, self.sampling_rate)
-            return _Prepared(index, "", clips, digests, group, ids, chat)
+            return PromptReady(index, "", clips, digests, group, ids, chat)
         expanded = expand_audio_tokens(text, clips, self.model_family, self.processor)
         # as ``AudioFamily.process`` tokenizes: nothing added to what the template wrote (Gemma's writes <bos>)
         ids = self.processor.tokenizer(expanded, add_special_tokens=False)["input_ids"]
-        return _Prepared(index, expanded, clips, digests, group, ids)
+        return PromptReady(index, expanded, clips, digests, group, ids)
 
     def respond(self, tokens: Sequence[int], n_in: int, n_audio: int, config: GenerationConfig) -> Response:
         """The prompt's answer; one its tokenizer cannot decode (an id it does not know: mistral-common's raises

@@ -43,7 +43,7 @@ class FromScratch:
         """Model inputs for a micro-batch: tokens left-padded; the fast path's clips as one feature row each,
         padded with zeros to the longest row, and the feature mask marking the valid frames; a parts
         family's, the processor's own call over the batch (a family that tokenizes chats: over their chats,
-        ``_Prepared.chat``)."""
+        ``PromptReady.chat``)."""
         if self.owner.processed or self.owner.model_family.tokenizes_chat:
             return self.model_inputs(batch)  # type: ignore[arg-type]
         inputs = dict(

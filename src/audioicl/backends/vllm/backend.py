@@ -149,7 +149,7 @@ def check_placeholders(text: str, clips: int, placeholder: str, family: AudioFam
 
 
 @dataclass
-class _Prepared:
+class EnginePrompt:
     index: int
     text: str
     clips: list[AudioPart]
@@ -189,16 +189,16 @@ class VLLMBackend:
     def family(self) -> str:
         return self.model_family.system_family
 
-    def _prepare(self, index: int, request: Request) -> _Prepared:
+    def _prepare(self, index: int, request: Request) -> EnginePrompt:
         family, template = self.model_family, self.processor.apply_chat_template
         placeholder = family.vllm.placeholder if family.vllm is not None else None
         if placeholder and family.rendering == "inline":
             text, clips = render_vllm_chat(request.chat, family, template, placeholder, self.max_clips)
-            return _Prepared(index, text, clips, "")
+            return EnginePrompt(index, text, clips, "")
         text, clips = render_chat(request.chat, family, template, self.max_clips)
         if placeholder:
             check_placeholders(text, len(clips), placeholder, family)
-        return _Prepared(index, text, clips, family.placeholder)
+        return EnginePrompt(index, text, clips, family.placeholder)
 
     def _sampling(self, config: GenerationConfig) -> Any:
         return vllm.SamplingParams(
@@ -223,7 +223,7 @@ class VLLMBackend:
         )
         return Response(text, usage=usage)
 
-    def _run(self, batch: Sequence[_Prepared], config: GenerationConfig) -> list[Response]:
+    def _run(self, batch: Sequence[EnginePrompt], config: GenerationConfig) -> list[Response]:
         """Responses of ``batch`` in its order; a failed call is retried prompt by prompt."""
         sampling = self._sampling(config)
         try:
@@ -236,7 +236,7 @@ class VLLMBackend:
 
     def generate(self, requests: Sequence[Request], config: GenerationConfig) -> list[Response]:
         responses: list[Response | None] = [None] * len(requests)
-        prepared: list[_Prepared] = []
+        prepared: list[EnginePrompt] = []
         for index, request in enumerate(requests):
             try:
                 prepared.append(self._prepare(index, request))

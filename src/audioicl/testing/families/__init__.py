@@ -12,42 +12,11 @@ Importing the package imports every module in it. Needs the ``hf`` extra.
 from __future__ import annotations
 
 import pkgutil
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from importlib import import_module
-from pathlib import Path
-from typing import Any
 
-from audioicl.registry import Registry
+from audioicl.testing.registry import TINY, TinyFamily, card_inputs, register
 
-
-def card_inputs(processor: Any, conversation: list[dict[str, Any]]) -> Mapping[str, Any]:
-    """The model card's way: the conversation (audio parts carry ``"audio": wave``) through the processor's
-    chat template, tokenized, with the generation prompt."""
-    return processor.apply_chat_template(
-        conversation, tokenize=True, return_dict=True, return_tensors="pt", add_generation_prompt=True
-    )
-
-
-@dataclass(frozen=True)
-class TinyFamily:
-    """``name``: the ``backends.families`` name; ``write(out_dir, seed)``: the tiny checkpoint folder;
-    ``full_size(device, dtype, num_layers, seed)``: ``(model, processor)`` at the real size (None: not built);
-    ``template_source``: where the chat template written into the checkpoint comes from."""
-
-    name: str
-    write: Callable[[Path, int], Path]
-    template_source: str
-    full_size: Callable[..., tuple[Any, Any]] | None = None
-    model_card_inputs: Callable[[Any, list[dict[str, Any]]], Mapping[str, Any]] = card_inputs
-
-
-TINY: Registry[TinyFamily] = Registry("tiny model family")
-
-
-def register(family: TinyFamily) -> TinyFamily:
-    return TINY.add(family.name, family)
-
+__all__ = ["TINY", "TinyFamily", "card_inputs", "register"]
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     import_module(f"{__name__}.{_module}")

@@ -1,5 +1,5 @@
 """The QWEN2_AUDIO family's test models: its spec, its tiny and full-size configurations (config.json content),
-registered as a ``TinyFamily`` (the folder writer and the full-size builder are ``testing.build``'s, shared by
+registered as a ``TinyFamily`` (the folder writer and the full-size builder are ``testing.qwen``'s, shared by
 the three Qwen families). The real checkpoint's facts: ``testing.configs``' module docstring; the full size:
 Qwen2-Audio-7B(-Instruct): config.json of Qwen/Qwen2-Audio-7B(-Instruct)."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from audioicl.testing.configs import Family, qwen_tiny_family
+from audioicl.testing.configs import Family
+from audioicl.testing.qwen import qwen_tiny_family
 from audioicl.testing.templates import QWEN2_AUDIO_TEMPLATE
 
 

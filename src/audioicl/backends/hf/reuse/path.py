@@ -88,7 +88,7 @@ class ReusePath:
     def answer(
         self, prepared: Sequence[Any], config: GenerationConfig, halving: Callable, halted: Callable[[], bool]
     ) -> dict[int, Response]:
-        """Greedy answers of ``prepared`` prompts (``backend._Prepared``): packed into rows, read ``batch_size``
+        """Greedy answers of ``prepared`` prompts (``backend.PromptReady``): packed into rows, read ``batch_size``
         prompts at a time, decoded in groups; a group that runs out of memory is halved (``halving``). Once
         ``halted()``, raises ``GenerationStopped`` with the answers so far."""
         rows, clips, responses = self.pack(prepared)
