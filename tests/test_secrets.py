@@ -491,3 +491,31 @@ def test_download_error_quoting_the_token_names_no_token(tmp_path, status):
         leaks(HUB_TOKEN, [out, tmp_path / "hf-home"], listed.stdout, listed.stderr, done.stdout, done.stderr)
         == []
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("https://user:tok@host/v1", "https://<credentials>@host/v1"),
+        ("https://u:p@ss@host/v1?x=1", "https://<credentials>@host/v1?x=1"),  # the whole password, @ and all
+        ("see http://a@b and ftp://x:y@z/q", "see http://<credentials>@b and ftp://<credentials>@z/q"),
+        ("x https://host/a@b", "x https://host/a@b"),  # an @ in the path is no credential
+        ("1://u@h", "1://u@h"),  # a scheme starts with a letter
+    ],
+)
+def test_url_credentials_are_hidden_up_to_the_authoritys_last_at(text, shown):
+    from audioicl.backends.base import hide_url_credentials
+
+    assert hide_url_credentials(text) == shown
+
+
+def test_hiding_credentials_is_linear_in_a_long_response():
+    """A 30 MB run of letters held a CPU for over 10 minutes with the quadratic regex (issue 39, item 3): each
+    ``://`` is now looked at once, so these pass in well under a second each."""
+    from audioicl.backends.base import hide_url_credentials
+
+    letters = "a" * 30_000_000
+    assert hide_url_credentials(letters) == letters
+    tail = "http://" + "b" * 10_000_000
+    assert hide_url_credentials(tail) == tail
+    assert hide_url_credentials("x://u@h " * 100_000) == "x://<credentials>@h " * 100_000

@@ -249,13 +249,34 @@ def load_backend(model: ModelSpec, workload: Workload | None = None, **options: 
     return kind.make()(checkpoint_name(model), settings, workload)
 
 
-URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+_SCHEME_END = re.compile(r"://")
+_AUTHORITY = re.compile(r"[^/?#\s]*")  # what follows "://" up to the path, query, fragment or a space
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 
 
 def hide_url_credentials(text: str) -> str:
-    """``text`` with every URL's user information (``https://user:TOKEN@host``) shown as ``<credentials>``: what
-    a record, a log or an error may say of a URL the user gave."""
-    return URL_CREDENTIALS.sub(r"\g<scheme><credentials>@", text)
+    """``text`` with every URL's user information (``https://user:TOKEN@host``, up to the authority's last
+    ``@``, so a password holding ``@`` goes whole) shown as ``<credentials>``: what a record, a log or an
+    error may say of a URL the user gave. Linear in the text's length (a server's body of any size passes
+    through it): each ``://`` looks back over its scheme and forward over its authority once, and the
+    authorities of successive ``://`` do not overlap."""
+    pieces, done = [], 0
+    for found in _SCHEME_END.finditer(text):
+        begin, start = found.start(), found.end()
+        if begin < done:
+            continue
+        scheme = begin
+        while scheme > done and text[scheme - 1] in _SCHEME_CHARS:
+            scheme -= 1
+        if not any(char.isalpha() for char in text[scheme:begin]):
+            continue
+        authority = _AUTHORITY.match(text, start)
+        at = text.rfind("@", start, authority.end() if authority else start)
+        if at < 0:
+            continue
+        pieces += [text[done:start], "<credentials>@"]
+        done = at + 1
+    return "".join([*pieces, text[done:]])
 
 
 def checkpoint_name(model: ModelSpec) -> str:
