@@ -368,3 +368,47 @@ def test_a_second_signal_stops_at_once_and_the_rerun_completes(fresh_dataset, tm
     for k in (1, 2):
         ids = [line["id"] for line in read_jsonl(out / f"random_results_k{k}.jsonl")]
         assert ids == [ep.id for ep in read_meta(dataset / "meta" / f"meta_k{k}.jsonl")]
+
+
+def test_hostile_clips_are_their_episodes_error_lines_and_the_run_goes_on(tmp_path):
+    """A FIFO, a WAV at 1 Hz, a truncated WAV and a WAV of 0 samples in place of four query clips (issue 39,
+    items 5, 6 and 9): the run ends (the FIFO is not opened, the 1 Hz header is refused before decoding, the
+    others are not answered as if whole) with exactly those four episodes as error lines, each naming its file
+    and why, and every other episode answered."""
+    import struct
+
+    data = tmp_path / "bench"
+    audioicl("build", "--out", data, *SMALL_BUILD, "--quiet", rc=0)
+    episodes = [e for e in read_meta(data / "meta" / "meta_k1.jsonl") if e.task == "AudioCount"]
+    queries = [data / e.query.clips[0].audio_path for e in episodes[:2]]
+    episodes = [e for e in read_meta(data / "meta" / "meta_k1.jsonl") if e.task == "MorseCode"]
+    queries += [data / e.query.clips[0].audio_path for e in episodes[:2]]
+    fifo, slow, cut, empty = queries
+    fifo.unlink()
+    os.mkfifo(fifo)
+    header = (
+        b"RIFF"
+        + struct.pack("<I", 36 + 72_000)
+        + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, 1, 2, 2, 16)
+    )
+    slow.write_bytes(header + b"data" + struct.pack("<I", 72_000) + bytes(72_000))  # 1 Hz, 36,000 samples
+    whole = cut.read_bytes()
+    cut.write_bytes(whole[: len(whole) // 2])  # its data chunk still declares the whole
+    empty.write_bytes(header[:4] + struct.pack("<I", 36) + header[8:] + b"data" + struct.pack("<I", 0))
+    proc = audioicl(
+        "run", "--data", data, "--model", "builtin:icl", "--out", tmp_path / "out", "--k", "1", rc=1
+    )
+    assert "Traceback" not in proc.stderr
+    lines = read_jsonl(tmp_path / "out" / "icl_results_k1.jsonl")
+    errors = {line["id"]: line["error"] for line in lines if line.get("error")}
+    assert len(lines) == len(read_meta(data / "meta" / "meta_k1.jsonl"))
+    wanted = {
+        fifo.name: "not a regular file",
+        slow.name: "a sample rate of 1 Hz",
+        cut.name: "truncated",
+        empty.name: "no samples",
+    }
+    assert len(errors) == 4, errors
+    for name, why in wanted.items():
+        assert any(name in error and why in error for error in errors.values()), (name, errors)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from audioicl import audio
 from audioicl.errors import AudioICLError
 from audioicl.records import Clip, Episode, Query
 from audioicl.tasks import TASKS, LabelSpace, TaskSpec, task_names
@@ -371,26 +372,6 @@ class AudioCheck:
     error: str | None = None
 
 
-def _riff_shortfall(path: Path) -> str | None:
-    """A WAV whose data chunk claims more bytes than the file holds (libsndfile reads such files silently)."""
-    with path.open("rb") as handle:
-        head = handle.read(12)
-        if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
-            return None
-        size = os.fstat(handle.fileno()).st_size
-        position = 12
-        while position + 8 <= size:
-            handle.seek(position)
-            chunk_id, length = struct.unpack("<4sI", handle.read(8))
-            if chunk_id == b"data":
-                held = size - position - 8
-                if length != 0xFFFFFFFF and length > held:
-                    return f"truncated: data chunk declares {length} bytes, file holds {held}"
-                return None
-            position += 8 + length + (length & 1)
-    return None
-
-
 def _decoded_frames(handle: sf.SoundFile) -> int:
     buffer = np.empty((DECODE_BLOCK, handle.channels), dtype=np.int16)
     total = 0
@@ -414,12 +395,10 @@ def check_audio(path: Path, quick: bool = False) -> AudioCheck:
     try:
         with sf.SoundFile(str(path)) as handle:
             frames, rate = handle.frames, handle.samplerate
-            decoded = frames if quick else _decoded_frames(handle)
-        problem = _riff_shortfall(path)
+            problem = audio.header_problem(path, frames, rate, handle.channels)
+            decoded = frames if quick or problem else _decoded_frames(handle)
     except (sf.LibsndfileError, RuntimeError, OSError, struct.error) as exc:
         return AudioCheck(None, error=f"cannot decode: {exc}")
-    if problem is None and frames == 0:
-        problem = "no samples"
     if problem is None and decoded != frames:
         problem = f"decoded {decoded} of {frames} frames"
     return AudioCheck(frames / rate if rate else None, error=problem)
