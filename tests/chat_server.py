@@ -8,7 +8,9 @@ logged (its time, body, headers and what was done), and the server counts how ma
 Faults: ``plan(digest, attempt)`` (attempt 1, 2 ... of the same messages) names what to do instead of
 answering: ``"429"`` (with ``Retry-After: retry_after``), ``"500"``, ``"drop"`` (close the connection
 without an answer), ``"slow"`` (answer after ``slow_s``, longer than the client waits), ``"bad_json"``
-(200 with a body that is not JSON), ``"no_choices"`` (200 with JSON that is not a completion), ``"401"``.
+(200 with a body that is not JSON), ``"no_choices"`` (200 with JSON that is not a completion), ``"401"``,
+``"trickle"`` (200 whose body comes a byte every ``trickle_s``, for ``trickle_bytes`` bytes: no read waits
+long, the whole takes long) and ``"huge"`` (200 with ``huge_bytes`` of body, sent as fast as it is read).
 ``latency(digest)`` delays every answer (default none), so that answers finish out of order.
 ``retry_after`` is the header's value, or a function of (digest, attempt) giving it. ``keep_bodies=False``
 logs each request without its body (a load test's thousands of base64 clips would pile up otherwise).
@@ -60,6 +62,10 @@ class ChatServer:
     latency: Callable[[str], float] = lambda digest: 0.0  # noqa: E731
     retry_after: str | Callable[[str, int], str] = "1"
     slow_s: float = 2.0
+    trickle_s: float = 0.2
+    trickle_bytes: int = 400
+    huge_bytes: int = 64 << 20
+    trickled: int = 0  # bytes of "trickle" bodies sent before the client stopped reading
     log: list[Logged] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
@@ -167,10 +173,34 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             finally:
                 server._end()
 
+        def _stream(self, action: str) -> None:
+            size = server.trickle_bytes if action == "trickle" else server.huge_bytes
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                if action == "huge":
+                    block = b" " * (1 << 20)
+                    for start in range(0, size, len(block)):
+                        self.wfile.write(block[: size - start])
+                    return
+                for _ in range(size):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    with server._lock:
+                        server.trickled += 1
+                    time.sleep(server.trickle_s)
+            except (BrokenPipeError, ConnectionResetError):  # the client stopped reading: as it should
+                self.close_connection = True
+
         def _act(self, body: dict[str, Any], digest: str, attempt: int, action: str) -> None:
             if action == "drop":
                 self.close_connection = True
                 self.connection.shutdown(2)
+                return
+            if action in ("trickle", "huge"):
+                self._stream(action)
                 return
             if action == "slow":
                 time.sleep(server.slow_s)

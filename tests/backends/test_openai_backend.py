@@ -337,3 +337,33 @@ def test_connect_timeouts_to_a_server_that_answers_others_are_retried(server, ti
     assert [r.error for r in responses] == [None] * len(requests)
     assert [r.text for r in responses] == [expected(r) for r in requests]
     assert max(tries.values()) == CONNECT_RETRIES + 3  # timed out more often than a dead server is tried
+
+
+def test_a_body_trickled_past_the_timeout_is_cut_off_at_the_deadline(tiny_dataset):
+    """A byte every 0.2 s (each read well within the timeout; 400 bytes would take 80 s): ``timeout`` bounds
+    the whole attempt (issue 39, item 4: it ran past -o timeout=3 for 40 s until stopped), then retried and
+    given up as any timeout is."""
+    trickling = ChatServer(plan=lambda digest, attempt: "trickle").start()
+    try:
+        client = backend(trickling, timeout="1", max_retries="1")
+        (response,) = client.generate(requests_for(tiny_dataset, (1,))[:1], GenerationConfig())
+        client.close()
+    finally:
+        trickling.stop()
+    assert response.text is None
+    assert "gave up after 2 attempts: timed out: no whole answer within 1 s" in response.error
+    # each attempt was cut off after about 1 s of a 400-byte, 80 s body: far from whole
+    assert trickling.trickled < 200, trickling.trickled
+
+
+def test_a_body_past_the_size_bound_is_an_error_line_read_no_further(tiny_dataset):
+    from audioicl.backends.openai.backend import MAX_RESPONSE_BYTES
+
+    huge = ChatServer(plan=lambda digest, attempt: "huge").start()
+    try:
+        client = backend(huge, max_retries="0")
+        (response,) = client.generate(requests_for(tiny_dataset, (1,))[:1], GenerationConfig())
+        client.close()
+    finally:
+        huge.stop()
+    assert response.text is None and f"the answer passed {MAX_RESPONSE_BYTES:,} bytes" in response.error

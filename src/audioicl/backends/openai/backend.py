@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import base64
 import email.utils
+import json
 import os
 import queue
 import random
@@ -80,6 +81,44 @@ REDACTED = "<API key>"  # what stands for the key where a server quotes it back
 CONNECT_RETRIES = 2  # a connection that cannot be made is retried this often (at most max_retries)
 PREFLIGHT_TIMEOUT_S = 10.0  # the reachability check before the run waits this long (at most timeout)
 HALT_POLL_S = 0.1  # a call looks this often whether it was asked to stop
+# A chat completion of a few new tokens is a few KB: a body past this is refused unread (a server's fault or
+# an attack, never an answer), so no response can fill the memory.
+MAX_RESPONSE_BYTES = 8 << 20
+
+
+class _Overdue(Exception):  # noqa: N818 (not an error of ours: the server took longer than the timeout)
+    """A response whose whole body did not arrive within the attempt's total deadline."""
+
+
+class _TooLarge(Exception):  # noqa: N818
+    """A response body past ``MAX_RESPONSE_BYTES``."""
+
+
+def bounded_body(answer: httpx.Response, deadline: float) -> bytes:
+    """The response's body, read as it streams in: past ``deadline`` (``time.monotonic``) raises ``_Overdue``
+    (a timer closes the stream at the deadline, so a server that trickles a byte at a time, each within the
+    per-read timeout, is cut off there), past ``MAX_RESPONSE_BYTES`` raises ``_TooLarge``."""
+    timer = threading.Timer(max(deadline - time.monotonic(), 0.0), answer.close)
+    timer.daemon = True
+    timer.start()
+    chunks, size = [], 0
+    try:
+        for chunk in answer.iter_bytes():
+            size += len(chunk)
+            if size > MAX_RESPONSE_BYTES:
+                raise _TooLarge
+            if time.monotonic() > deadline:
+                raise _Overdue
+            chunks.append(chunk)
+    except (httpx.StreamError, httpx.TransportError, RuntimeError):
+        if time.monotonic() >= deadline:
+            raise _Overdue from None
+        raise
+    finally:
+        timer.cancel()
+    if time.monotonic() > deadline:
+        raise _Overdue
+    return b"".join(chunks)
 
 
 # --------------------------------------------------------------------------- settings
@@ -302,9 +341,16 @@ class OpenAIBackend:
         """One attempt: (the response, or None to retry; why it is retried; seconds the server asks;
         whether no connection could be made)."""
         self.attempts += 1
+        deadline = time.monotonic() + self.settings.timeout  # for the whole attempt, not each read
         try:
-            answer = self._client.post(self.url, json=body)
-            self._reached.set()
+            with self._client.stream("POST", self.url, json=body) as answer:
+                self._reached.set()
+                content = bounded_body(answer, deadline)
+        except _Overdue:
+            return None, f"timed out: no whole answer within {self.settings.timeout:g} s", None, False
+        except _TooLarge:
+            why = f"the answer passed {MAX_RESPONSE_BYTES:,} bytes: refused unread"
+            return Response.failed(why), "", None, False
         except httpx.ConnectTimeout as exc:
             return None, f"connection failed: {_transport_problem(exc)}", None, True
         except httpx.TimeoutException as exc:
@@ -313,17 +359,17 @@ class OpenAIBackend:
             return None, f"connection failed: {_transport_problem(exc)}", None, True
         except httpx.TransportError as exc:
             return None, f"connection failed: {_transport_problem(exc)}", None, False
-        status = answer.status_code
+        status, text = answer.status_code, content.decode("utf-8", "replace")
         if status == 429 or status >= 500:
-            return None, f"HTTP {status}: {_quote(answer.text)}", retry_after(answer), False
+            return None, f"HTTP {status}: {_quote(text)}", retry_after(answer), False
         if status in FATAL_STATUS:
-            raise Fatal(self._redact(f"{self.url} answered HTTP {status}: {_quote(answer.text)}"))
+            raise Fatal(self._redact(f"{self.url} answered HTTP {status}: {_quote(text)}"))
         if status >= 400:
-            return Response.failed(f"HTTP {status}: {_quote(answer.text)}"), "", None, False
+            return Response.failed(f"HTTP {status}: {_quote(text)}"), "", None, False
         try:
-            data = answer.json()
+            data = json.loads(content)
         except ValueError:
-            return Response.failed(f"malformed response (not JSON): {_quote(answer.text)}"), "", None, False
+            return Response.failed(f"malformed response (not JSON): {_quote(text)}"), "", None, False
         return parse_completion(data), "", None, False
 
     def _ask(self, request: Request, config: GenerationConfig) -> tuple[Response, bool]:
