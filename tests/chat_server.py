@@ -10,7 +10,8 @@ answering: ``"429"`` (with ``Retry-After: retry_after``), ``"500"``, ``"drop"`` 
 without an answer), ``"slow"`` (answer after ``slow_s``, longer than the client waits), ``"bad_json"``
 (200 with a body that is not JSON), ``"no_choices"`` (200 with JSON that is not a completion), ``"401"``,
 ``"trickle"`` (200 whose body comes a byte every ``trickle_s``, for ``trickle_bytes`` bytes: no read waits
-long, the whole takes long) and ``"huge"`` (200 with ``huge_bytes`` of body, sent as fast as it is read).
+long, the whole takes long) and ``"huge"`` (200 with ``huge_bytes`` of body, sent as fast as it is read), ``"echo_headers"`` (an answer whose
+text is every request header, as a misconfigured proxy or debug server gives back).
 ``latency(digest)`` delays every answer (default none), so that answers finish out of order.
 ``retry_after`` is the header's value, or a function of (digest, attempt) giving it. ``keep_bodies=False``
 logs each request without its body (a load test's thousands of base64 clips would pile up otherwise).
@@ -220,6 +221,8 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, b'{"object": "chat.completion", "choices": []}')
             else:
                 text = answer_for(body["messages"])
+                if action == "echo_headers":
+                    text = " ".join(f"{key}: {value}" for key, value in self.headers.items())
                 completion = {
                     "object": "chat.completion",
                     "model": body.get("model"),

@@ -501,6 +501,8 @@ def test_download_error_quoting_the_token_names_no_token(tmp_path, status):
         ("see http://a@b and ftp://x:y@z/q", "see http://<credentials>@b and ftp://<credentials>@z/q"),
         ("x https://host/a@b", "x https://host/a@b"),  # an @ in the path is no credential
         ("1://u@h", "1://u@h"),  # a scheme starts with a letter
+        ("https://host/v1?api_key=XYZ&model=a#f", "https://host/v1?api_key=<hidden>&model=a#f"),
+        ("http://h/?token=1&sig=2&q=3 more", "http://h/?token=<hidden>&sig=<hidden>&q=3 more"),
     ],
 )
 def test_url_credentials_are_hidden_up_to_the_authoritys_last_at(text, shown):

@@ -367,3 +367,44 @@ def test_a_body_past_the_size_bound_is_an_error_line_read_no_further(tiny_datase
     finally:
         huge.stop()
     assert response.text is None and f"the answer passed {MAX_RESPONSE_BYTES:,} bytes" in response.error
+
+
+def test_url_credentials_and_the_key_never_come_back_from_a_server_that_echoes_headers(
+    tiny_dataset, monkeypatch
+):
+    """A password holding ``@`` in the URL is sent as HTTP Basic by httpx; a server that echoes the request's
+    headers gives back the key and the Basic token: none of them reaches a response, an error or the backend's
+    info (issue 39, item 2)."""
+    import base64
+
+    monkeypatch.setenv("AUDIOICL_TEST_KEY", "sk-canary-0123456789")
+    echoing = ChatServer(plan=lambda digest, attempt: "echo_headers").start()
+    try:
+        url = echoing.url.replace("http://", "http://alice:p%40ss-w0rd@ss@")
+        client = load_backend(ModelSpec("openai", "m"), base_url=url, api_key_env="AUDIOICL_TEST_KEY", **FAST)
+        (response,) = client.generate(requests_for(tiny_dataset, (1,))[:1], GenerationConfig())
+        client.close()
+    finally:
+        echoing.stop()
+    token = base64.b64encode(b"alice:p@ss-w0rd@ss").decode()
+    said = f"{response.text} {response.error} {client.info}"
+    assert "authorization" in said.lower()  # the server did echo the headers
+    for secret in ("sk-canary-0123456789", token, "p@ss-w0rd@ss", "p%40ss-w0rd@ss", "w0rd"):
+        assert secret not in said, secret
+
+
+@pytest.mark.parametrize("value", ["sk-canary-0123456789\n", "sk-canary 0123456789"])
+def test_a_key_a_header_cannot_carry_is_refused_without_being_shown(server, monkeypatch, value):
+    monkeypatch.setenv("AUDIOICL_TEST_KEY", value)
+    if value.endswith("\n"):  # a trailing line break is stripped: the key works
+        backend(server, api_key_env="AUDIOICL_TEST_KEY").close()
+        return
+    with pytest.raises(AudioICLError) as caught:
+        backend(server, api_key_env="AUDIOICL_TEST_KEY")
+    assert "canary" not in str(caught.value) and "$AUDIOICL_TEST_KEY holds a character" in str(caught.value)
+
+
+def test_a_key_given_as_api_key_env_by_mistake_is_not_echoed(server):
+    with pytest.raises(AudioICLError) as caught:
+        backend(server, api_key_env="sk-canary-0123456789")
+    assert "canary" not in str(caught.value) and "the value given is not shown" in str(caught.value)

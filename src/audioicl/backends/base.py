@@ -250,33 +250,54 @@ def load_backend(model: ModelSpec, workload: Workload | None = None, **options: 
 
 
 _SCHEME_END = re.compile(r"://")
-_AUTHORITY = re.compile(r"[^/?#\s]*")  # what follows "://" up to the path, query, fragment or a space
+_URL_REST = re.compile(r"\S*")  # what follows "://" up to a space
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+# query parameters whose value is hidden: a name holding one of these (api_key, access_token, sig ...)
+_SECRET_PARAMETERS = ("key", "token", "secret", "password", "passwd", "pwd", "auth", "sig", "credential")
 
 
 def hide_url_credentials(text: str) -> str:
     """``text`` with every URL's user information (``https://user:TOKEN@host``, up to the authority's last
-    ``@``, so a password holding ``@`` goes whole) shown as ``<credentials>``: what a record, a log or an
-    error may say of a URL the user gave. Linear in the text's length (a server's body of any size passes
-    through it): each ``://`` looks back over its scheme and forward over its authority once, and the
-    authorities of successive ``://`` do not overlap."""
-    pieces, done = [], 0
+    ``@``, so a password holding ``@`` goes whole) shown as ``<credentials>``, and the values of its query
+    parameters named like secrets (``?api_key=...``) as ``<hidden>``: what a record, a log or an error may
+    say of a URL the user gave. Linear in the text's length (a server's body of any size passes through it):
+    each URL, from its scheme to the next space, is read once."""
+    pieces, done, scanned = [], 0, 0
     for found in _SCHEME_END.finditer(text):
         begin, start = found.start(), found.end()
-        if begin < done:
+        if begin < scanned:  # inside a URL already read
             continue
         scheme = begin
-        while scheme > done and text[scheme - 1] in _SCHEME_CHARS:
+        while scheme > scanned and text[scheme - 1] in _SCHEME_CHARS:
             scheme -= 1
         if not any(char.isalpha() for char in text[scheme:begin]):
             continue
-        authority = _AUTHORITY.match(text, start)
-        at = text.rfind("@", start, authority.end() if authority else start)
-        if at < 0:
-            continue
-        pieces += [text[done:start], "<credentials>@"]
-        done = at + 1
+        end = _URL_REST.match(text, start).end()  # type: ignore[union-attr]  (\S* always matches)
+        scanned = end
+        shown = _hidden_in_url(text[start:end])
+        if shown != text[start:end]:
+            pieces += [text[done:start], shown]
+            done = end
     return "".join([*pieces, text[done:]])
+
+
+def _hidden_in_url(rest: str) -> str:
+    """A URL after its ``://`` with its user information and secret-named query values hidden."""
+    authority = next((index for index, char in enumerate(rest) if char in "/?#"), len(rest))
+    at = rest.rfind("@", 0, authority)
+    if at >= 0:
+        rest = "<credentials>" + rest[at:]
+    query = rest.find("?")
+    if query < 0:
+        return rest
+    fragment = rest.find("#", query)
+    end = fragment if fragment >= 0 else len(rest)
+    parameters = []
+    for parameter in rest[query + 1 : end].split("&"):
+        name, equals, _ = parameter.partition("=")
+        secret = equals and any(word in name.lower() for word in _SECRET_PARAMETERS)
+        parameters.append(f"{name}=<hidden>" if secret else parameter)
+    return rest[: query + 1] + "&".join(parameters) + rest[end:]
 
 
 def checkpoint_name(model: ModelSpec) -> str:

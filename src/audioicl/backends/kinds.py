@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,12 +26,14 @@ class Parser:
 
     expected: str
     convert: Callable[[str], Any]
+    echo: bool = True  # False: a wrong value is not quoted back (it may be a secret given by mistake)
 
     def __call__(self, name: str, text: object) -> Any:
         try:
             return self.convert(str(text))
         except (TypeError, ValueError):
-            raise AudioICLError(f"backend option {name} must be {self.expected}, got {text!r}") from None
+            got = f"got {text!r}" if self.echo else "the value given is not shown (is it a key?)"
+            raise AudioICLError(f"backend option {name} must be {self.expected}, {got}") from None
 
 
 def _spoken(values: Sequence[str]) -> str:
@@ -57,6 +60,16 @@ def _flag(text: str) -> bool:
 
 FLAG = Parser("true or false", _flag)
 TEXT = Parser("text", str)
+
+
+def _variable_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", text):
+        raise ValueError(text)
+    return text
+
+
+# the name of an environment variable, never quoted back: a key pasted there by mistake is not echoed
+VARIABLE = Parser("the name of an environment variable (letters, digits and _)", _variable_name, echo=False)
 
 
 def whole(low: int = 1) -> Parser:
@@ -219,6 +232,14 @@ def _installed(package: str) -> bool:
         return False
 
 
+def _shown(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def options_table(kind: Kind) -> str:
     """The kind's ``-o`` options as a Markdown table (``docs/backends.md`` holds one per kind)."""
     lines = [
@@ -226,7 +247,7 @@ def options_table(kind: Kind) -> str:
         "|---|---|---|---|---|",
     ]
     for option in kind.listed:
-        default = option.note or ("-" if option.default is None else str(option.default).lower())
+        default = option.note or _shown(option.default)
         keeps = "yes" if option.keeps_answers else "no"
         lines.append(f"| `{option.name}` | {option.parser.expected} | {default} | {keeps} | {option.help} |")
     return "\n".join(lines)

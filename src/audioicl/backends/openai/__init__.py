@@ -1,7 +1,7 @@
 """The ``openai`` kind: any OpenAI-compatible chat completions server (``--model openai:NAME``); the
 backend lives in ``backend`` and needs the ``api`` extra (httpx)."""
 
-from ..kinds import TEXT, Kind, Option, number, whole
+from ..kinds import TEXT, VARIABLE, Kind, Option, number, whole
 
 KIND = Kind(
     name="openai",
@@ -19,7 +19,7 @@ KIND = Kind(
             "the server (the same as --base-url)",
             note="--base-url, else $OPENAI_BASE_URL, else https://api.openai.com/v1",
         ),
-        Option("api_key_env", TEXT, "OPENAI_API_KEY", "the environment variable holding the API key"),
+        Option("api_key_env", VARIABLE, "OPENAI_API_KEY", "the environment variable holding the API key"),
         Option("concurrency", whole(1), 8, "requests in flight at once", keeps_answers=True),
         Option("timeout", number(0, above=True), 120.0, "seconds an attempt may take", keeps_answers=True),
         Option("max_retries", whole(0), 6, "retries of a 429, a 5xx, a timeout", keeps_answers=True),

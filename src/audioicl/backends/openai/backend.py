@@ -53,6 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -135,11 +136,30 @@ def server_url(settings: Settings) -> str:
 
 
 def api_key(settings: Settings) -> str | None:
-    """The key in ``$api_key_env``; none where it is unset, unless ``api_key_env`` was given."""
-    key = os.environ.get(settings.api_key_env)
+    """The key in ``$api_key_env``, stripped of surrounding space and line breaks; none where it is unset,
+    unless ``api_key_env`` was given. A key an HTTP header cannot carry is refused without being shown."""
+    key = (os.environ.get(settings.api_key_env) or "").strip()
     if not key and "api_key_env" in settings.given:
         raise AudioICLError(f"backend option api_key_env names ${settings.api_key_env}, which is not set")
+    if any(not 32 < ord(char) < 127 for char in key):
+        raise AudioICLError(
+            f"${settings.api_key_env} holds a character an HTTP header cannot carry (a space, line break, "
+            "control or non-ASCII character inside it); the key is not shown: check the variable"
+        )
     return key or None
+
+
+def url_secrets(base_url: str) -> list[str]:
+    """What of ``base_url``'s user information may come back from a server: the password and the user
+    information, as written and decoded, and the HTTP Basic token httpx makes of them."""
+    userinfo = urlsplit(base_url).netloc.rpartition("@")[0]
+    if not userinfo:
+        return []
+    user, _, password = userinfo.partition(":")
+    plain = f"{unquote(user)}:{unquote(password)}"
+    token = base64.b64encode(plain.encode("utf-8")).decode("ascii")
+    found = {userinfo, plain, token, password, unquote(password)}
+    return sorted((secret for secret in found if len(secret) >= 4), key=len, reverse=True)
 
 
 # --------------------------------------------------------------------------- the payload
@@ -313,6 +333,7 @@ class OpenAIBackend:
         headers = {"Content-Type": "application/json"}
         key = api_key(self.settings)
         self._key = key  # blanked out of everything a server says (``_redact``): some quote headers back
+        self._url_secrets = url_secrets(self.base_url)  # likewise: httpx sends them as HTTP Basic
         if key:
             headers["Authorization"] = f"Bearer {key}"
         self._client = httpx.Client(
@@ -468,6 +489,8 @@ class OpenAIBackend:
         """``text`` with the API key blanked out (a server or proxy may quote the request's headers back) and
         any URL's credentials hidden (an error may quote the ``--base-url`` it was given)."""
         text = text.replace(self._key, REDACTED) if self._key and self._key in text else text
+        for secret in self._url_secrets:
+            text = text.replace(secret, "<credentials>")
         return hide_url_credentials(text)
 
     def _redacted(self, response: Response) -> Response:
