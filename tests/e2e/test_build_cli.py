@@ -80,3 +80,29 @@ def test_construction_original_with_an_explicit_override(tmp_path):
     assert first["query"]["audio_path"].endswith(f"_{first['query']['label']}.wav")  # the original's names
     bad = audioicl("build", "--out", str(tmp_path / "x"), "--anomaly-order", "sideways", *SMALL)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_a_second_build_into_a_folder_being_built_is_refused_naming_the_first(tmp_path):
+    """Two builds into one folder at once (issue 39, item 7: with other seeds both exited 0 and left a dataset
+    mixing both): the second is refused in one line naming the first's process, the first completes whole."""
+    import subprocess
+    import time
+
+    out = tmp_path / "bench"
+    first = subprocess.Popen(
+        cli.command("build", "--out", out, "--episodes", "6", "--seed", "1", "--quiet"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lock = tmp_path / "bench.lock"
+    for _ in range(600):  # until the first holds the folder (it takes it before writing anything)
+        if lock.exists() or first.poll() is not None:
+            break
+        time.sleep(0.05)
+    assert lock.exists(), first.communicate()
+    second = cli.audioicl("build", "--out", out, "--episodes", "6", "--seed", "2", "--quiet", rc=2)
+    assert "being written by" in second.stderr and "bench.lock" in second.stderr
+    assert first.wait(timeout=600) == 0, first.communicate()
+    cli.audioicl("validate", out, rc=0)
+    assert not lock.exists()

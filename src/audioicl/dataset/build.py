@@ -27,13 +27,14 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
 from audioicl import __version__
 from audioicl.audio import SAMPLE_RATE, pcm16_bytes
 from audioicl.errors import AudioICLError
-from audioicl.files import TMP_SUFFIX, check_output, write_atomic
+from audioicl.files import TMP_SUFFIX, FileLock, check_output, write_atomic
 from audioicl.records import Episode
 from audioicl.sources.banks import SoundSources
 from audioicl.sources.corpora import SourceUse, provenance
@@ -420,17 +421,11 @@ def _write_meta_files(root: Path, options: BuildOptions, episodes: list[Episode]
     return paths
 
 
-def build(
-    out: str | os.PathLike, options: BuildOptions, workers: int = 1, progress: bool = False
-) -> BuildSummary:
-    """Build (or complete) the dataset in ``out``; the result does not depend on ``workers``."""
-    started = time.perf_counter()
-    options = normalized(options)
-    check_options(options)
-    SoundSources.create(options.seed, options.sources)  # a bad corpus folder fails here, before any output
-    corpora = provenance(options.sources)
-    root = Path(out).resolve()
-    prepare_output(root, options, corpora)
+def _render_and_record(
+    root: Path, options: BuildOptions, corpora: tuple[SourceUse, ...], workers: int, progress: bool
+) -> dict[str, Any]:
+    """Render every unit (resuming what is on disk), then write the meta files, the card and the manifest;
+    what ``BuildSummary`` says of them."""
     # Workers finish in any order; everything below (file order, float sums in the manifest and card) must not.
     results = sorted(
         _render_units(root, options, _jobs(options, workers), workers, progress),
@@ -460,14 +455,31 @@ def build(
     digest = fingerprint(entries)
     write_atomic(root / CARD_NAME, render_card(options, stats, digest, corpora))
     write_manifest(root, options.to_json(), entries, totals, corpora_json(corpora) if corpora else None)
-    return BuildSummary(
-        root=root,
-        episodes=len(episodes),
-        audio_files=len(files),
-        rendered=sum(r.rendered for r in results),
-        audio_seconds=audio_seconds,
-        bytes=totals["bytes"],
-        wall_seconds=time.perf_counter() - started,
-        fingerprint=digest,
-        corpora=corpora,
-    )
+    return {
+        "episodes": len(episodes),
+        "audio_files": len(files),
+        "rendered": sum(r.rendered for r in results),
+        "audio_seconds": audio_seconds,
+        "bytes": totals["bytes"],
+        "fingerprint": digest,
+    }
+
+
+def build(
+    out: str | os.PathLike, options: BuildOptions, workers: int = 1, progress: bool = False
+) -> BuildSummary:
+    """Build (or complete) the dataset in ``out``; the result does not depend on ``workers``."""
+    started = time.perf_counter()
+    options = normalized(options)
+    check_options(options)
+    SoundSources.create(options.seed, options.sources)  # a bad corpus folder fails here, before any output
+    corpora = provenance(options.sources)
+    root = Path(out).resolve()
+    check_output(root, "--out", folder=True)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    # one build per folder: a second, with other options or the same, is refused naming the first's process
+    # (two at once mixed both seeds' files); the lock is ``<root>.lock`` beside the folder, not in the dataset
+    with FileLock(root):
+        prepare_output(root, options, corpora)
+        made = _render_and_record(root, options, corpora, workers, progress)
+    return BuildSummary(root=root, wall_seconds=time.perf_counter() - started, corpora=corpora, **made)
