@@ -158,8 +158,19 @@ def test_shards_merge_to_a_single_run(dataset, tmp_path):
     assert "majority_results_k1.jsonl: 12 lines from 3 folder(s)" in proc.stdout
     assert results_of(merged) == results_of(single)
     assert json.loads((merged / "majority_run.json").read_text())["shard"] is None
-    # merging again would clobber the merged files (the other refusals: tests/inference/test_runner.py)
-    assert "merge into an empty folder" in audioicl("merge", *shards, "--out", merged, rc=2).stderr
+    # a merge stopped part way (issue 39, item 8: the rerun was refused) is completed by the same command,
+    # byte for byte; another merge into the folder is refused (the other refusals: tests/inference/test_runner.py)
+    whole = {p.name: p.read_bytes() for p in merged.iterdir()}
+    (merged / "majority_results_k1.jsonl").unlink()
+    audioicl("merge", *shards, "--out", merged, "--data", dataset)
+    assert {p.name: p.read_bytes() for p in merged.iterdir()} == whole
+    audioicl(
+        "merge", *shards, "--out", merged, "--data", dataset
+    )  # once more: nothing to do, nothing changed
+    assert {p.name: p.read_bytes() for p in merged.iterdir()} == whole
+    (merged / "majority_results_k1.jsonl").write_text("{}\n")  # a file the merge would not write
+    refused = audioicl("merge", *shards, "--out", merged, "--data", dataset, rc=2).stderr
+    assert "with other content than this merge makes; merge into an empty folder" in refused
 
 
 def test_unreadable_audio_is_an_error_line(dataset, tmp_path):

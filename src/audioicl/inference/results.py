@@ -339,11 +339,22 @@ def _merged_order(lines: Collection[LineKey], data: Path | None, k: int) -> list
     return [LineKey(i, variation) for i in _dataset_order(data, k) for variation in variations]
 
 
+def _holds_other(path: Path, text: str) -> bool:
+    """Whether ``path`` exists with other content than ``text``."""
+    try:
+        return path.read_text(encoding="utf-8") != text
+    except FileNotFoundError:
+        return False
+    except (OSError, UnicodeDecodeError):
+        return True
+
+
 def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> list[MergedFile]:
     """Join the results files of shard folders into ``out``, one file per model and k, refusing a line
-    (an id in one presentation) given twice and (with ``data``) any dataset episode without a line in each
-    presentation the files hold. Lines come in dataset order with ``data``, else by id (each id's
-    presentations in order). Writes ``out/<model>_run.json`` from the shards' records of each model."""
+        (an id in one presentation) given twice and (with ``data``) any dataset episode without a line in each
+        presentation the files hold. Lines come in dataset order with ``data``, else by id (each id's
+        presentations in order). Writes ``out/<model>_run.json`` from the shards' records of each model. The same
+    merge into a folder it already wrote (whole or in part) completes it and changes nothing there."""
     check_output(out, "--out", folder=True)
     resolved = [f.resolve() for f in folders]
     twice = sorted({str(f) for f in folders if resolved.count(f.resolve()) > 1})
@@ -380,17 +391,28 @@ def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> li
             _check_coverage(name, lines, order, data)
         merged[name] = [lines[key] for key in order]
     out.mkdir(parents=True, exist_ok=True)
-    clashes = [name for name in names if (out / name).exists()]
+    contents = {
+        name: "".join(json.dumps(line.data, ensure_ascii=False) + "\n" for line in lines)
+        for name, lines in merged.items()
+    }
+    contents.update(
+        {run_record_name(model): dumps_record(_merged_record(records)) for model, records in by_model.items()}
+    )
+    # a merge stopped part way (a kill, a full disk) left some of these whole (each is written atomically):
+    # the same merge again keeps those and writes the rest; a file that says anything else is refused
+    clashes = [name for name, text in contents.items() if _holds_other(out / name, text)]
     if clashes:
-        raise AudioICLError(f"already holds {', '.join(clashes)}; merge into an empty folder", file=str(out))
-    written = []
-    for name, lines in merged.items():
-        path = out / name
-        write_atomic(
-            path, "".join(json.dumps(line.data, ensure_ascii=False) + "\n" for line in lines), durable=True
+        raise AudioICLError(
+            f"already holds {', '.join(clashes)} with other content than this merge makes; merge into an "
+            "empty folder",
+            file=str(out),
         )
-        sources = sum(1 for files in per_folder.values() if name in files)
-        written.append(MergedFile(path, len(lines), sources))
-    for model, records in sorted(by_model.items()):
-        write_atomic(out / run_record_name(model), dumps_record(_merged_record(records)), durable=True)
+    written = []
+    for name, text in contents.items():
+        path = out / name
+        if not path.exists():
+            write_atomic(path, text, durable=True)
+        if name in merged:
+            sources = sum(1 for files in per_folder.values() if name in files)
+            written.append(MergedFile(path, len(merged[name]), sources))
     return written
