@@ -322,51 +322,41 @@ def test_a_signal_mid_window_keeps_the_answered_prompts_releases_the_locks_and_r
 
 
 def test_a_second_signal_stops_at_once_and_the_rerun_completes(fresh_dataset, tmp_path):
-    """The run waits on an audio file (a FIFO nobody writes) so that it cannot reach a safe point: the first
-    SIGTERM is noted, the second ends the process at once, as SIGKILL would; the rerun completes."""
+    """The run is inside a long call that has no safe point (``builtin:icl`` perceiving an episode whose clips
+    are all 590 s long: seconds of work in one ``generate``): the first SIGTERM is noted, the second, a moment
+    later, ends the process at once, as SIGKILL would; the rerun completes."""
+    import numpy as np
+
+    from audioicl.audio import write_wav
+
     dataset = fresh_dataset
     episodes = read_meta(dataset / "meta" / "meta_k1.jsonl")
-    blocked = dataset / episodes[9].query.target.audio_path
-    real = blocked.read_bytes()
-    blocked.unlink()
-    os.mkfifo(blocked)
+    long = np.random.default_rng(0).standard_normal(16_000 * 590).astype(np.float32) * 0.1
+    clips = [clip for demo in episodes[9].demos for clip in demo.clips] + list(episodes[9].query.clips)
+    for clip in clips:
+        write_wav(dataset / clip.audio_path, long)
     out = tmp_path / "out"
-    args = [
-        "run",
-        "--data",
-        dataset,
-        "--model",
-        "builtin:random",
-        "--out",
-        out,
-        "--window",
-        1,
-        "--order",
-        "k",
-    ]
+    args = ["run", "--data", dataset, "--model", "builtin:icl", "--out", out, "--window", 1, "--order", "k"]
     proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while _lines_in(out) < 9:
             assert proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)  # noted: it stops at the next safe point, after the long call
+        time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
-        time.sleep(1.0)
-        assert proc.poll() is None  # noted: it stops at the next safe point, which it cannot reach
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=10)
+        _, stderr = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == -signal.SIGTERM
+    assert proc.returncode == -signal.SIGTERM, stderr
     assert "second SIGTERM: stopping at once" in stderr and "Traceback" not in stderr
-    blocked.unlink()
-    blocked.write_bytes(real)
     again = audioicl(*args)
     assert again.returncode == 0, again.stderr
     assert leftovers(out) == []
     for k in (1, 2):
-        ids = [line["id"] for line in read_jsonl(out / f"random_results_k{k}.jsonl")]
+        ids = [line["id"] for line in read_jsonl(out / f"icl_results_k{k}.jsonl")]
         assert ids == [ep.id for ep in read_meta(dataset / "meta" / f"meta_k{k}.jsonl")]
 
 
@@ -412,3 +402,28 @@ def test_hostile_clips_are_their_episodes_error_lines_and_the_run_goes_on(tmp_pa
     assert len(errors) == 4, errors
     for name, why in wanted.items():
         assert any(name in error and why in error for error in errors.values()), (name, errors)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_a_build_in_one_line_lets_its_lock_go_and_the_rerun_completes(tmp_path, signum):
+    """SIGTERM or SIGINT mid-build (issue 39: ``build`` did not stop gracefully) ends it with 128 + the signal's
+    number and one line, the folder's lock let go (its workers end with it); the same command completes it."""
+    out = tmp_path / "bench"
+    args = ["build", "--out", out, "--episodes", "12", "--workers", "2"]
+    proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not any((out / "data").rglob("*.wav")) if (out / "data").exists() else True:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, stderr
+    assert one_line(stderr) == f"audioicl build: stopped by {name}; run the same command again: it resumes"
+    assert not (tmp_path / "bench.lock").exists() and not (out / "manifest.json").exists()
+    audioicl(*args, rc=0)
+    audioicl("validate", out, rc=0)

@@ -6,14 +6,19 @@ a function that adds its parser, decorating the function that runs it and return
 User errors (``AudioICLError``) print as one line and exit 2 (usage) or the command's own code;
 anything else is a bug and keeps its traceback. Not bugs either, and one line each: a write the system
 refused (``WriteFailed``, or an ``OSError`` of full or read-only storage from a library's own write: exit 1,
-with ``: it resumes`` for the commands in ``RESUMING``) and a run stopped by a signal (``Stopped``: exit 128 +
-the signal's number).
+with ``: it resumes`` for the commands in ``RESUMING``) and a command stopped by a signal (``Stopped``: exit
+128 + the signal's number). SIGTERM and SIGINT are handled alike for every command from the start of ``main``:
+the signal raises ``Stopped`` where the command is, so that its locks are let go and its atomic writes left
+whole on the way out; ``run`` handles them itself while it runs, stopping at its next safe point.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from audioicl import __version__
@@ -46,7 +51,23 @@ from .options import COMMANDS
 
 EXIT_USAGE = 2
 # The commands that, run again after a failed write, pick up where they stopped (the others start over).
-RESUMING = frozenset({"build", "download", "fetch-sources", "run", "study"})
+RESUMING = frozenset({"build", "demo", "download", "fetch-sources", "merge", "run", "study"})
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _stopper(command_pid: int):
+    """The handler of ``STOP_SIGNALS``: in the command's process, raise ``Stopped``; in a worker process
+    forked from it (a build's pool), die by the signal as a worker should (``Pool.terminate`` waits for it)."""
+
+    def stop_here(signum: int, _frame: object) -> None:
+        if os.getpid() != command_pid:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        name = signal.Signals(signum).name
+        raise Stopped(f"stopped by {name}", exit_code=128 + signum, signal=name)
+
+    return stop_here
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    handler = _stopper(os.getpid())
+    in_main_thread = threading.current_thread() is threading.main_thread()  # where handlers may be set
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS if in_main_thread}
+    try:
+        return _main(argv)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -73,7 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except Stopped as exc:
-        print(f"audioicl {args.command}: {exc}", file=sys.stderr)
+        said = str(exc)
+        if args.command in RESUMING and "run the same command again" not in said:
+            said += "; run the same command again: it resumes"
+        print(f"audioicl {args.command}: {said}", file=sys.stderr)
         return exc.exit_code
     except WriteFailed as exc:
         return _write_failed(args.command, exc)
