@@ -152,3 +152,14 @@ def test_the_readme_commands_run_as_written(tmp_path):
         ran.append(command)
     assert any(command.startswith("audioicl compare") for command in ran)
     assert any(command.startswith("audioicl study") for command in ran)
+
+
+def test_the_readme_first_screen_is_the_project_the_two_commands_the_picture_and_links():
+    """What a newcomer sees first fits 40 lines: what audioicl is, the two commands, the pipeline and where to
+    read on; the detail lives in docs/cli.md and ``--help``."""
+    text = README.read_text(encoding="utf-8")
+    first = text.split("\n## ", 1)[0].splitlines()
+    assert len(first) <= 40, len(first)
+    screen = "\n".join(first)
+    assert "audioicl demo --out audioicl-demo" in screen and "bash scripts/test.sh" in screen
+    assert "docs/cli.md" in screen and "docs/architecture.md" in screen and "─►" in screen
