@@ -16,11 +16,13 @@ from .files import write_atomic
 
 SAMPLE_RATE = 16_000
 # What a clip's header may say before a byte of it is decoded: every clip of the benchmark and its corpora is
-# well inside (16-48 kHz, mono or stereo, at most tens of seconds), and a header outside is refused, so that a
-# hostile or broken file cannot ask for gigabytes (a 72 KB WAV at 1 Hz resampled to 16 kHz took 4.5 GB).
+# well inside (16-48 kHz, mono or stereo, at most tens of seconds), the longest a model takes (Voxtral's 40
+# minutes) too, and a header outside is refused, so that a hostile or broken file cannot ask for gigabytes (a
+# 72 KB WAV at 1 Hz resampled to 16 kHz took 4.5 GB): at most an hour, and 200 M samples (800 MB decoded).
 MIN_RATE, MAX_RATE = 1_000, 768_000
 MAX_CHANNELS = 32
-MAX_SECONDS = 600.0
+MAX_SECONDS = 3600.0
+MAX_SAMPLES = 200_000_000
 
 
 def to_mono(data: np.ndarray) -> np.ndarray:
@@ -64,6 +66,8 @@ def header_problem(path: str | os.PathLike, frames: int, rate: int, channels: in
         return f"{channels} channels, more than {MAX_CHANNELS}"
     if frames > MAX_SECONDS * rate:
         return f"{frames / rate:,.0f} s long, more than {MAX_SECONDS:g} s"
+    if frames * channels > MAX_SAMPLES:
+        return f"{frames * channels:,} samples, more than {MAX_SAMPLES:,}"
     return riff_shortfall(path)
 
 

@@ -63,24 +63,27 @@ def _wait_for_lines(path: Path, count: int, proc: subprocess.Popen) -> None:
 
 
 def test_resume_after_sigkill(dataset, tmp_path):
-    """Kill the run while it waits on an audio file (a FIFO that nobody writes), cut the last line in
-    half, then rerun: every id once, equal to an uninterrupted run."""
+    """Kill the run while it is inside a long call (``builtin:icl`` perceiving an episode whose clips are all
+    590 s long), cut the last line in half, then rerun: every id once, equal to an uninterrupted run."""
+    import numpy as np
+
+    from audioicl.audio import write_wav
+
     episodes = read_meta(dataset / "meta" / "meta_k1.jsonl")
     blocked = episodes[9]
     assert blocked.task == "AnomalyDetect"
-    fifo = dataset / blocked.query.target.audio_path
-    real_bytes = fifo.read_bytes()
-    fifo.unlink()
-    os.mkfifo(fifo)
-
+    clips = [dataset / c.audio_path for demo in blocked.demos for c in demo.clips]
+    clips += [dataset / c.audio_path for c in blocked.query.clips]
+    kept = {path: path.read_bytes() for path in clips}
+    long = np.random.default_rng(0).standard_normal(16_000 * 590).astype(np.float32) * 0.1
     out = tmp_path / "out"
-    results = out / "random_results_k1.jsonl"
+    results = out / "icl_results_k1.jsonl"
     args = [
         "run",
         "--data",
         dataset,
         "--model",
-        "builtin:random",
+        "builtin:icl",
         "--out",
         out,
         "--batch-size",
@@ -88,36 +91,36 @@ def test_resume_after_sigkill(dataset, tmp_path):
         "--window",
         1,
     ]
-    proc = subprocess.Popen(
-        cli.command(*args),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
     try:
-        _wait_for_lines(results, 9, proc)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate()
-    assert proc.returncode == -signal.SIGKILL
-    assert (out / "random_results_k1.jsonl.lock").exists()
-    data = results.read_bytes()
-    assert data.count(b"\n") == 9
-    cut = data.rstrip(b"\n").rfind(b"\n") + 40  # half of line 9 stays
-    results.write_bytes(data[:cut])
+        for path in clips:
+            write_wav(path, long)
+        proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            _wait_for_lines(results, 9, proc)
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate()
+        assert proc.returncode == -signal.SIGKILL
+        assert (out / "icl_results_k1.jsonl.lock").exists()
+        data = results.read_bytes()
+        assert data.count(b"\n") == 9
+        cut = data.rstrip(b"\n").rfind(b"\n") + 40  # half of line 9 stays
+        results.write_bytes(data[:cut])
 
-    fifo.unlink()
-    fifo.write_bytes(real_bytes)
-    resumed = audioicl(*args)
-    assert "took over the stale lock" in resumed.stderr
-    assert "cut a half-written last line" in resumed.stderr
-    assert "k=1: 4 written (0 errors), 8 skipped as already done" in resumed.stdout
-    assert not (out / "random_results_k1.jsonl.lock").exists()
+        resumed = audioicl(*args)
+        assert "took over the stale lock" in resumed.stderr
+        assert "cut a half-written last line" in resumed.stderr
+        assert "k=1: 4 written (0 errors), 8 skipped as already done" in resumed.stdout
+        assert not (out / "icl_results_k1.jsonl.lock").exists()
 
-    fresh = tmp_path / "fresh"
-    audioicl("run", "--data", dataset, "--model", "builtin:random", "--out", fresh, "--batch-size", 1)
-    assert results_of(out) == results_of(fresh)
-    ids = [line["id"] for line in read_jsonl(results)]
-    assert ids == [ep.id for ep in episodes]
+        fresh = tmp_path / "fresh"
+        audioicl("run", "--data", dataset, "--model", "builtin:icl", "--out", fresh, "--batch-size", 1)
+        assert results_of(out) == results_of(fresh)
+        ids = [line["id"] for line in read_jsonl(results)]
+        assert ids == [ep.id for ep in episodes]
+    finally:  # the dataset is the module's
+        for path, content in kept.items():
+            path.write_bytes(content)
 
 
 def test_second_writer_is_refused(dataset, tmp_path):

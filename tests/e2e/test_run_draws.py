@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import signal
 import subprocess
@@ -47,17 +46,21 @@ def _wait_for_lines(path: Path, count: int, proc: subprocess.Popen) -> None:
 
 
 def test_a_run_with_draws_killed_mid_way_resumes_without_loss_or_duplication(fresh_dataset, tmp_path):
-    """Kill the run while it waits on episode 10's query clip (a FIFO nobody writes), after episodes 1-9 in
-    their 6 presentations each; cut the last line in half; the rerun writes the rest once, as a fresh run."""
+    """Kill the run while it is inside episode 10 (``builtin:icl`` perceiving its clips, all 590 s long: seconds
+    of work), after episodes 1-9 in their 6 presentations each; cut the last line in half; the rerun writes
+    the rest once, as a fresh run."""
+    import numpy as np
+
+    from audioicl.audio import write_wav
+
     episodes = read_meta(fresh_dataset / "meta" / "meta_k1.jsonl")
     blocked = episodes[9]
-    fifo = fresh_dataset / blocked.query.target.audio_path
-    real_bytes = fifo.read_bytes()
-    fifo.unlink()
-    os.mkfifo(fifo)
+    long = np.random.default_rng(0).standard_normal(16_000 * 590).astype(np.float32) * 0.1
+    for clip in [*(c for demo in blocked.demos for c in demo.clips), *blocked.query.clips]:
+        write_wav(fresh_dataset / clip.audio_path, long)
     out = tmp_path / "out"
-    results = out / "random_results_k1.jsonl"
-    args = ["run", "--data", fresh_dataset, "--model", "builtin:random", "--out", out, "--k", 1]
+    results = out / "icl_results_k1.jsonl"
+    args = ["run", "--data", fresh_dataset, "--model", "builtin:icl", "--out", out, "--k", 1]
     args += ["--draws", 3, "--orders", 2, "--batch-size", 1, "--window", 1]
     proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -70,14 +73,12 @@ def test_a_run_with_draws_killed_mid_way_resumes_without_loss_or_duplication(fre
     assert data.count(b"\n") == 9 * 6
     results.write_bytes(data[: data.rstrip(b"\n").rfind(b"\n") + 40])  # half of the last line stays
 
-    fifo.unlink()
-    fifo.write_bytes(real_bytes)
     resumed = audioicl(*args)
     assert "cut a half-written last line" in resumed.stderr
     assert "k=1: 19 written (0 errors), 53 skipped as already done" in resumed.stdout
     fresh = tmp_path / "fresh"
     audioicl(*[tmp_path / "fresh" if a == out else a for a in args])
-    assert untimed(results) == untimed(fresh / "random_results_k1.jsonl")
+    assert untimed(results) == untimed(fresh / "icl_results_k1.jsonl")
     expected = [(ep.id, d, o) for ep in episodes for d in range(3) for o in range(2)]
     assert identities(results) == expected  # every presentation once, in the order of an uninterrupted run
 
