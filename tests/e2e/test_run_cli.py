@@ -455,3 +455,12 @@ def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tiny_dataset, tmp
     )  # fmt: skip
     (last,) = [line for line in default.stderr.splitlines() if line.startswith("progress:")]  # a fast run
     assert re.fullmatch(PROGRESS_DONE, last), last
+
+
+def test_an_error_naming_hostile_text_is_one_line_without_terminal_escapes(tmp_path):
+    """Ids, paths and server bodies are quoted in errors (issue 39, item 10): their escape sequences are shown
+    as ``\\x1b`` and their line breaks as spaces, so the error stays one line and cannot drive the terminal."""
+    data = tmp_path / "no\x1b[31mdata\nhere"
+    proc = audioicl("run", "--data", data, "--model", "builtin:random", "--out", tmp_path / "out", rc=2)
+    (line,) = proc.stderr.strip("\n").split("\n")
+    assert "\x1b" not in line and "\\x1b[31m" in line and "data here" in line

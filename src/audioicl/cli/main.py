@@ -55,6 +55,16 @@ RESUMING = frozenset({"build", "demo", "download", "fetch-sources", "merge", "ru
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+_LINE_BREAKS = str.maketrans({"\r": " ", "\n": " "})
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line a terminal shows as it is: line breaks (a server's multi-line body, a path) as
+    spaces, any other control character (an escape sequence in an id or a server's answer) as its ``\\xNN``."""
+    text = text.translate(_LINE_BREAKS)
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or 127 <= ord(c) < 160 else c for c in text)
+
+
 def _stopper(command_pid: int):
     """The handler of ``STOP_SIGNALS``: in the command's process, raise ``Stopped``; in a worker process
     forked from it (a build's pool), die by the signal as a worker should (``Pool.terminate`` waits for it)."""
@@ -108,12 +118,12 @@ def _main(argv: Sequence[str] | None) -> int:
         said = str(exc)
         if args.command in RESUMING and "run the same command again" not in said:
             said += "; run the same command again: it resumes"
-        print(f"audioicl {args.command}: {said}", file=sys.stderr)
+        print(f"audioicl {args.command}: {one_line(said)}", file=sys.stderr)
         return exc.exit_code
     except WriteFailed as exc:
         return _write_failed(args.command, exc)
     except AudioICLError as exc:
-        print(f"audioicl {args.command}: error: {exc}", file=sys.stderr)
+        print(f"audioicl {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_USAGE)
     except OSError as exc:
         if exc.errno not in STORAGE_ERRNOS:
@@ -126,5 +136,5 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _write_failed(command: str, exc: WriteFailed) -> int:
     resumes = ": it resumes" if command in RESUMING else ""
-    print(f"audioicl {command}: error: {exc}{resumes}", file=sys.stderr)
+    print(f"audioicl {command}: error: {one_line(str(exc))}{resumes}", file=sys.stderr)
     return exc.exit_code
