@@ -651,3 +651,18 @@ def test_the_cluster_interval_is_drawn_as_a_labelled_band(tmp_path):
     assert CLUSTER_BAND not in legend
     html = write_report(ReportOptions(scores=clustered, out=tmp_path / "report")).html.read_text()
     assert "bands: 95% cluster bootstrap over query clips" in html
+
+
+def test_untrusted_text_in_report_md_cannot_become_html():
+    """A model's answer or name in report.md (issue 39, item 10: it was kept as raw HTML, which Python-Markdown
+    renders): entities for <, > and &, pipes escaped, line breaks as spaces, one cell each."""
+    from audioicl.analysis.report.confusion import ViewTable, markdown_view
+    from audioicl.analysis.report.tables import markdown_cell
+
+    hostile = '<script>alert(1)</script> & <img src=x onerror="x()"> | a\nb'
+    assert markdown_cell(hostile) == (
+        "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;img src=x onerror=\"x()\"&gt; \\| a b"
+    )
+    made = markdown_view(ViewTable("answers", "what was said", ("label", "answer"), (("3", hostile),)))
+    assert "<script>" not in made and "<img" not in made and "&lt;script&gt;" in made
+    assert made.count("\n| ") == 2  # the header row and one row: the break did not split the row

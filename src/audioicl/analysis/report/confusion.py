@@ -23,6 +23,7 @@ from audioicl.scoring.confusion import (
 from audioicl.scoring.score import ScoredLine
 
 from .examples import run_data_root
+from .tables import markdown_cell
 
 OFFSET_SPAN = 3  # columns −3 … +3; beyond them, ≤ −4 and ≥ +4
 TOP_CONFUSIONS = 8
@@ -174,15 +175,12 @@ def confusions(
 
 
 def markdown_view(view: ViewTable) -> str:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
     lines = [
         f"#### {view.title}\n\n{view.note}\n",
-        "| " + " | ".join(map(cell, view.header)) + " |",
+        "| " + " | ".join(map(markdown_cell, view.header)) + " |",
         "|" + "---|" * len(view.header),
     ]
-    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in view.rows]
+    lines += ["| " + " | ".join(map(markdown_cell, row)) + " |" for row in view.rows]
     return "\n".join(lines) + "\n"
 
 

@@ -143,17 +143,23 @@ def accuracy_table(grid: AccuracyGrid) -> Table:
     return Table(columns, tuple(rows), grid.floor)
 
 
-def _markdown_text(text: str) -> str:
-    return text.replace("|", "\\|")
+_MARKDOWN_CELL = str.maketrans({"|": "\\|", "&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ", "\r": " "})
+
+
+def markdown_cell(text: str) -> str:
+    """Untrusted text (a model's answer, a model name, an id) as one Markdown table cell: its pipes escaped, its
+    line breaks spaces, and ``<``, ``>``, ``&`` as entities, so that a renderer that passes raw HTML through
+    (Python-Markdown does) shows the text instead of running it."""
+    return text.translate(_MARKDOWN_CELL)
 
 
 def markdown_table(table: Table) -> str:
     header = ["task", "chance"] + [
-        f"{_markdown_text(table.header(model))} k={k}" for model, k in table.columns
+        f"{markdown_cell(table.header(model))} k={k}" for model, k in table.columns
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for row in table.rows:
-        cells = [_markdown_text(row.label), row.chance] + [cell.text for cell in row.cells]
+        cells = [markdown_cell(row.label), row.chance] + [cell.text for cell in row.cells]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
