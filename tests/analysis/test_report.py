@@ -661,7 +661,7 @@ def test_untrusted_text_in_report_md_cannot_become_html():
 
     hostile = '<script>alert(1)</script> & <img src=x onerror="x()"> | a\nb'
     assert markdown_cell(hostile) == (
-        "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;img src=x onerror=\"x()\"&gt; \\| a b"
+        '&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;img src=x onerror="x()"&gt; \\| a b'
     )
     made = markdown_view(ViewTable("answers", "what was said", ("label", "answer"), (("3", hostile),)))
     assert "<script>" not in made and "<img" not in made and "&lt;script&gt;" in made
