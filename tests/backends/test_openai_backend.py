@@ -408,3 +408,16 @@ def test_a_key_given_as_api_key_env_by_mistake_is_not_echoed(server):
     with pytest.raises(AudioICLError) as caught:
         backend(server, api_key_env="sk-canary-0123456789")
     assert "canary" not in str(caught.value) and "the value given is not shown" in str(caught.value)
+
+
+def test_a_base_url_httpx_cannot_read_is_refused_without_its_password():
+    """A ``/`` in the URL's password ends its host as httpx reads it (issue 39, item 10: a traceback)."""
+    with pytest.raises(AudioICLError) as caught:
+        load_backend(ModelSpec("openai", "m"), base_url="http://user:se/cret@127.0.0.1:9/v1")
+    said = str(caught.value)
+    assert (
+        "is not a URL httpx can use" in said
+        and "%2F" in said
+        and "se/cret" not in said
+        and "cret" not in said
+    )

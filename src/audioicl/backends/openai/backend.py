@@ -129,9 +129,19 @@ def server_url(settings: Settings) -> str:
     """Where the server is: ``base_url`` (``-o`` or ``--base-url``), else ``$OPENAI_BASE_URL``, else OpenAI's."""
     given = settings.base_url if "base_url" in settings.given else os.environ.get("OPENAI_BASE_URL")
     base_url = str(given or settings.base_url)
+    shown = hide_url_credentials(base_url)
     if not base_url.startswith(("http://", "https://")):
-        shown = hide_url_credentials(base_url)
         raise AudioICLError(f"--base-url must start with http:// or https://, got {shown!r}")
+    try:
+        httpx.URL(base_url)
+    except httpx.InvalidURL:  # a "/" in a password reads as the end of the host: httpx's message may quote it
+        scheme, _, rest = base_url.partition("://")
+        at = rest.rfind("@", 0, rest.find("?") if "?" in rest else len(rest))
+        shown = f"{scheme}://<credentials>{rest[at:]}" if at >= 0 else shown
+        raise AudioICLError(
+            f"--base-url {shown!r} is not a URL httpx can use; percent-encode a password's characters such as "
+            "/ (%2F) and @ (%40)"
+        ) from None
     return base_url.rstrip("/")
 
 
