@@ -292,3 +292,19 @@ def test_a_second_fetch_sources_into_the_same_folder_is_refused(archives, tmp_pa
     assert third.returncode == 0, third.stderr
     assert f"warning: took over the stale lock {lock} of process {first.pid} on {HOST}" in third.stdout
     assert (out / "fsdd/corpus.json").is_file() and not lock.exists()
+
+
+def test_an_empty_lock_is_waited_for_with_a_word(tmp_path, monkeypatch, caplog):
+    """A lock file created and never written (issue 39, item 10: the next run waited 60 s without a word) is
+    judged by its age as before, and the wait is said once."""
+    from audioicl import files
+
+    monkeypatch.setattr(files, "STALE_AFTER_S", 0.3)
+    path = tmp_path / "x.jsonl"
+    files.lock_path(path).write_text("")
+    with caplog.at_level("WARNING", logger="audioicl"):
+        lock = files.FileLock(path)
+        lock.acquire()
+        lock.release()
+    said = [r.getMessage() for r in caplog.records if "is empty" in r.getMessage()]
+    assert len(said) == 1 and "waiting up to 0.3 s" in said[0]

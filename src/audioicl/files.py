@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import socket
 import threading
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from audioicl.errors import STORAGE_ERRNOS, AudioICLError, write_failed
+
+log = logging.getLogger("audioicl")
 
 TMP_SUFFIX = ".tmp"
 
@@ -390,6 +393,13 @@ class FileLock:
             stale, held = not owner.alive, False
             if not stale and owner.watchable:
                 if watched is None or watched[0] != text:  # a new owner: watch it afresh
+                    if not text.strip() and watched is None:  # say why nothing seems to happen
+                        log.warning(
+                            "%s is empty (its writer just starting, or gone before it wrote who it is): "
+                            "waiting up to %g s for it to be written or to go stale",
+                            self.lock,
+                            STALE_AFTER_S,
+                        )
                     watched, beat_seen = (text, owner.touched, now), False
                 elif watched[1] != owner.touched:  # its heartbeat moved: it lives
                     watched, beat_seen = (text, owner.touched, now), True
