@@ -291,21 +291,3 @@ def test_a_prompt_sets_digest_follows_its_wording_not_its_source(tmp_path):
     other.write_text("system:\n  qwen3-omni: You are a listener.\n", encoding="utf-8")
     assert load_prompt_set(other).sha256() != builtin
     assert PromptSet(general=PromptSet().general + " ").sha256() != builtin
-
-
-def test_a_yaml_alias_bomb_is_refused_in_one_line(tmp_path):
-    """Nine lines of nested aliases expand to 10^9 strings (issue 39, item 10: a traceback): aliases are refused,
-    naming the file and line, before anything expands."""
-    from audioicl.prompts.sets import read_structured_file
-
-    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
-        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
-    bomb = tmp_path / "run.yaml"
-    bomb.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with pytest.raises(AudioICLError, match="aliases") as caught:
-        read_structured_file(bomb, "a run file")
-    assert caught.value.file == str(bomb) and caught.value.line == 2
-    plain = tmp_path / "plain.yaml"
-    plain.write_text("draws: 2\nstyle: general\n", encoding="utf-8")
-    assert read_structured_file(plain, "a run file") == {"draws": 2, "style": "general"}

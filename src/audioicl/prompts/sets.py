@@ -46,19 +46,6 @@ GENERAL_INSTRUCTION = (
 )
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """YAML's safe loader without aliases: a prompt or run file never needs one, and a few lines of nested
-    aliases (a "billion laughs") expand to more than any memory holds."""
-
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, "aliases (*name) are not taken in audioicl's files", event.start_mark
-            )
-        return super().compose_node(parent, index)
-
-
 def system_family(model_name: str) -> str:
     """The system-prompt family of a model name or path (``Qwen/Qwen2.5-Omni-7B`` → ``qwen2.5-omni``)."""
     name = model_name.lower().replace("_", "-")
@@ -147,7 +134,7 @@ def read_structured_file(path: Path, what: str) -> Any:
         except (ValueError, RecursionError) as exc:  # a number past 4,300 digits, nesting past the stack
             raise AudioICLError(f"unreadable JSON: {json_limit_problem(exc)}", file=str(path)) from None
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader that also refuses aliases)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
