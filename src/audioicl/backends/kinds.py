@@ -149,9 +149,6 @@ class Settings:
         """These settings with ``values`` (parsed values, as given)."""
         return Settings({**self._values, **values}, self.given | frozenset(values))
 
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self._values)
-
     def __repr__(self) -> str:
         return f"Settings({self._values!r})"
 
