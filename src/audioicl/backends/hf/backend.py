@@ -193,6 +193,13 @@ class HFBackend:
                 self.respond,
                 (self.seconds, self.work),
             )
+        # without the reuse path, the paths asked for are recorded as not used, resolved (and any fallback said)
+        # once here: ``info`` is read again on every record update
+        self._unused_paths: dict[str, Any] = {}
+        if self.path is None:
+            paths = FastPaths.resolve(settings.compile, settings.cuda_graphs, self.device, settings.fused)
+            paths.compile = paths.cuda_graphs = paths.fused = False  # transformers' generate: no path applies
+            self._unused_paths = paths.info()
         encodes_ahead = self.path is not None and self.path.encodes_ahead
         stream = SideStream(self.device, self.clips.on_device or encodes_ahead)
         self.clips.stream = stream
@@ -235,11 +242,7 @@ class HFBackend:
         """Facts for the run record, the fast paths' as they stand (a path that fell back says why)."""
         if self.path is not None:
             return {**self._info, **self.path.info()}
-        paths = FastPaths.resolve(
-            self.settings.compile, self.settings.cuda_graphs, self.device, self.settings.fused
-        )
-        paths.compile = paths.cuda_graphs = paths.fused = False  # transformers' generate: no path applies
-        return {**self._info, **paths.info()}
+        return {**self._info, **self._unused_paths}
 
     @property
     def suppresses_audio_token(self) -> bool:
