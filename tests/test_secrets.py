@@ -349,6 +349,42 @@ def test_credentials_in_the_base_url_are_written_nowhere(httpx_available, tiny_d
         assert "http://<credentials>@127.0.0.1" in done.stderr
 
 
+CANARY_USER, CANARY_PASSWORD = "canary@user", "pa@ss/wörd-" + API_KEY[-10:]
+
+
+def test_canary_secrets_reach_no_file_of_run_score_report_leaderboard_study(
+    httpx_available, tiny_dataset, tmp_path
+):
+    """Issue 39: an API key and a URL password (holding ``@``, ``/`` and a non-ASCII letter, written as a user
+    would, unencoded) against a server that quotes the request's ``Authorization`` header back in every
+    answer: the secrets, and the HTTP Basic token made of them, are in no file that ``run``, ``score``,
+    ``report``, ``leaderboard`` and ``study`` write, nor in what they print. The server still got them."""
+    import base64
+
+    basic = base64.b64encode(f"{CANARY_USER}:{CANARY_PASSWORD}".encode()).decode()
+    env = clean_environment(OPENAI_API_KEY=API_KEY)
+    with EchoServer("content") as server:
+        url = server.url.replace("http://", f"http://{CANARY_USER}:{CANARY_PASSWORD}@")
+        steps = [
+            ["run", "--data", tiny_dataset, "--model", "openai:m", "--base-url", url, "--out", tmp_path / "res",
+             "--k", "1", *FAST],
+            ["score", "--in", tmp_path / "res", "--out", tmp_path / "scores" / "summary.csv"],
+            ["report", "--scores", tmp_path / "scores" / "summary.csv", "--out", tmp_path / "report"],
+            ["leaderboard", tmp_path / "res", "--out", tmp_path / "site"],
+            ["study", "--data", tiny_dataset, "--model", "openai:m", "--base-url", url, "--out", tmp_path / "study",
+             "--conditions", "plain,no-audio", "--k", "1", "--limit", "1", *FAST],
+        ]  # fmt: skip
+        done = [audioicl(*step, env=env, cwd=tmp_path) for step in steps]
+    assert set(server.seen) == {f"Basic {basic}"}  # the URL's credentials win over the key, as HTTP Basic
+    for step, proc in zip(steps, done, strict=True):
+        assert proc.returncode == 0, (step[0], proc.stderr[-2000:])
+    outputs = [text for proc in done for text in (proc.stdout, proc.stderr)]
+    for secret in (API_KEY, CANARY_PASSWORD, basic, "ss/wörd", CANARY_USER):
+        assert leaks(secret, [tmp_path], *outputs) == [], secret
+    results = (tmp_path / "res" / "m_results_k1.jsonl").read_text()
+    assert "I was sent Basic <credentials>" in results  # the answer kept, the token blanked out
+
+
 def test_openai_dead_port_error_names_no_key(httpx_available, tiny_dataset, tmp_path):
     out = tmp_path / "results"
     done = run_openai(tiny_dataset, out, f"http://127.0.0.1:{closed_port()}/v1", key_env="AUDIO_KEY_VAR")
@@ -500,6 +536,10 @@ def test_download_error_quoting_the_token_names_no_token(tmp_path, status):
         ("https://u:p@ss@host/v1?x=1", "https://<credentials>@host/v1?x=1"),  # the whole password, @ and all
         ("see http://a@b and ftp://x:y@z/q", "see http://<credentials>@b and ftp://<credentials>@z/q"),
         ("x https://host/a@b", "x https://host/a@b"),  # an @ in the path is no credential
+        ("x https://host:8080/a@b", "x https://host:8080/a@b"),
+        ("http://[::1]/a@b http://[::1]:9/a@b", "http://[::1]/a@b http://[::1]:9/a@b"),
+        ("https://u:p@ss/wörd@host/v1", "https://<credentials>@host/v1"),  # a / in a password holding @
+        ("https://u:ab/cd@host:1/v1", "https://<credentials>@host:1/v1"),  # no port is "ab": a password
         ("1://u@h", "1://u@h"),  # a scheme starts with a letter
         ("https://host/v1?api_key=XYZ&model=a#f", "https://host/v1?api_key=<hidden>&model=a#f"),
         ("http://h/?token=1&sig=2&q=3 more", "http://h/?token=<hidden>&sig=<hidden>&q=3 more"),

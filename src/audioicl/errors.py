@@ -75,6 +75,14 @@ class WriteFailed(AudioICLError):
     exit_code = 1
 
 
+class NotWritable(AudioICLError):
+    """An output path where this user may not write (a folder without permission, a read-only file system),
+    refused before the work starts: exit 1, as a write the system refuses during the work is, since the
+    same remedy (a writable place) cures both."""
+
+    exit_code = 1
+
+
 def write_failed(path: str | os.PathLike, exc: OSError) -> WriteFailed:
     """The ``WriteFailed`` for ``exc`` raised while writing ``path``."""
     cause = exc.strerror or type(exc).__name__

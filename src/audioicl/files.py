@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from audioicl.errors import STORAGE_ERRNOS, AudioICLError, write_failed
+from audioicl.errors import STORAGE_ERRNOS, AudioICLError, NotWritable, write_failed
 
 log = logging.getLogger("audioicl")
 
@@ -97,28 +97,37 @@ def _writable(folder: Path) -> bool:
 def output_problem(path: str | os.PathLike, folder: bool) -> str | None:
     """Why ``path`` cannot be written as an output file (``folder`` False) or folder, creating the folders
     above it as needed; None when it can. Nothing is created."""
-    path = Path(path)
+    return _shape_problem(Path(path), folder) or _permission_problem(Path(path), folder)
+
+
+def _shape_problem(path: Path, folder: bool) -> str | None:
+    """A file where a folder goes, or the reverse, or a path under a file."""
     want, other = ("a folder", "a file") if folder else ("a file", "a folder")
     if path.exists():
-        if path.is_dir() != folder:
-            return f"is {other}, not {want}"
-        into = path if folder else path.parent
-        if not _writable(into):
-            return f"cannot be written: {into} is not writable"
-        return None
+        return f"is {other}, not {want}" if path.is_dir() != folder else None
     parent = _nearest_existing(path)
-    if not parent.is_dir():
-        return f"cannot be created: {parent} is not a folder"
-    if not _writable(parent):
-        return f"cannot be created: {parent} is not writable"
-    return None
+    return None if parent.is_dir() else f"cannot be created: {parent} is not a folder"
+
+
+def _permission_problem(path: Path, folder: bool) -> str | None:
+    """A folder (or file system) that does not let this user write where ``path`` goes."""
+    if path.exists():
+        into = path if folder else path.parent
+        return None if _writable(into) else f"cannot be written: {into} is not writable"
+    parent = _nearest_existing(path)
+    return None if _writable(parent) else f"cannot be created: {parent} is not writable"
 
 
 def check_output(path: str | os.PathLike, what: str, *, folder: bool) -> None:
-    """Refuse an output path that cannot be written (``output_problem``): ``what`` names it (``--out``)."""
-    problem = output_problem(path, folder)
+    """Refuse an output path that cannot be written: ``what`` names it (``--out``). The wrong kind of path is a
+    usage error (exit 2); a place the user may not write is ``NotWritable`` (exit 1, as a write refused
+    later is)."""
+    problem = _shape_problem(Path(path), folder)
     if problem is not None:
         raise AudioICLError(f"{what} {path} {problem}")
+    problem = _permission_problem(Path(path), folder)
+    if problem is not None:
+        raise NotWritable(f"{what} {path} {problem}; make it writable, or name another")
 
 
 def create_folder(path: str | os.PathLike) -> list[Path]:
@@ -430,15 +439,17 @@ class FileLock:
             fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             return False
-        except OSError as exc:
-            raise AudioICLError(
-                f"cannot create the lock {self.lock}: {exc.strerror or exc}", file=str(self.path)
-            ) from None
+        except OSError as exc:  # a read-only folder, a full disk: the lock's file named, exit 1
+            raise write_failed(self.lock, exc) from None
         try:
-            os.write(fd, json.dumps(_me()).encode("utf-8"))
-        except BaseException:
+            unwritten = memoryview(json.dumps(_me()).encode("utf-8"))
+            while unwritten:  # a short write (a file-size limit) is followed by one that fails
+                unwritten = unwritten[os.write(fd, unwritten) :]
+        except BaseException as exc:
             os.close(fd)
             self.lock.unlink(missing_ok=True)
+            if isinstance(exc, OSError):  # os.write's error names no file
+                raise write_failed(self.lock, exc) from None
             raise
         global _beater
         with _held_guard:

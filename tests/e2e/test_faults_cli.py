@@ -427,3 +427,50 @@ def test_a_signal_stops_a_build_in_one_line_lets_its_lock_go_and_the_rerun_compl
     assert not (tmp_path / "bench.lock").exists() and not (out / "manifest.json").exists()
     audioicl(*args, rc=0)
     audioicl("validate", out, rc=0)
+
+
+WRITING_COMMANDS = {
+    "run": ["run", "--data", "{data}", "--model", "builtin:random", "--out", "{tmp}/res", "--k", "1"],
+    "build": ["build", "--out", "{tmp}/bench", "--episodes", "1", "--k", "1", "--workers", "1", "--tasks",
+              "AudioCount"],
+    "score": ["score", "--in", "{results}", "--out", "{tmp}/s/summary.csv"],
+    "report": ["report", "--scores", "{summary}", "--out", "{tmp}/report"],
+    "leaderboard": ["leaderboard", "{results}", "--out", "{tmp}/site"],
+    "study": ["study", "--data", "{data}", "--model", "builtin:random", "--out", "{tmp}/study", "--conditions",
+              "plain", "--k", "1", "--limit", "1", "--no-floor"],
+    "merge": ["merge", "{shard}", "--out", "{tmp}/merged"],
+    "validate": ["validate", "{data}", "--json", "{tmp}/v.json"],
+    "audit": ["audit", "{data}", "--json", "{tmp}/a.json", "--workers", "1"],
+    "compare": ["compare", "{results}", "{results}", "--out", "{tmp}/c.csv"],
+    "export": ["export", "{data}", "--out", "{tmp}/export"],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory, tiny_dataset) -> dict[str, str]:
+    """What the writing commands read: the dataset, a results folder, a shard and a summary CSV."""
+    base = tmp_path_factory.mktemp("written")
+    results, sharded, summary = base / "results", base / "sharded", base / "summary.csv"
+    audioicl("run", "--data", tiny_dataset, "--model", "builtin:random", "--out", results, "--k", "1", rc=0)
+    audioicl(
+        "run", "--data", tiny_dataset, "--model", "builtin:random", "--out", sharded, "--shard", "1/1", rc=0
+    )
+    audioicl("score", "--in", results, "--out", summary, rc=0)
+    shard = sharded / "shard-1-of-1"
+    return {"data": str(tiny_dataset), "results": str(results), "shard": str(shard), "summary": str(summary)}
+
+
+@pytest.mark.parametrize("name", list(WRITING_COMMANDS))
+def test_a_refused_write_names_the_file_in_every_command(name, written, tmp_path):
+    """Issue 39: "cannot write a file" named no file in 8 cases (an ``OSError`` of a write that carries no file
+    name: a lock's ``os.write``, a library's own write). With every file limited to 10 bytes, each command that
+    writes says which file (or which output) in one line, exit 1."""
+    args = [arg.format(tmp=tmp_path, **written) for arg in WRITING_COMMANDS[name]]
+    full = audioicl_limited(10, *args)
+    assert full.returncode == 1, full.stderr[-3000:]
+    assert "Traceback" not in full.stderr
+    line = full.stderr.strip().splitlines()[-1]  # after audit's progress lines
+    assert re.fullmatch(
+        rf"audioicl {name}: error: cannot write (into )?{re.escape(str(tmp_path))}/\S+: .*", line
+    ), line
+    assert "a file" not in line

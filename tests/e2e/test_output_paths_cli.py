@@ -1,11 +1,14 @@
 """Every command refuses an output path it cannot write in one line, before doing the work: a folder where a
-file goes, a file where a folder goes, a path under a file (nothing can be created there) and, when the tests
-do not run as root (for whom permissions do not refuse), a folder without write permission. Exit 2, no
-traceback, no temporary file left behind, nothing created."""
+file goes, a file where a folder goes, a path under a file (nothing can be created there): exit 2, a usage
+error; and a place this user may not write, a folder without write permission (when the tests do not run as
+root, for whom permissions do not refuse) or, as root, a read-only file system (a tmpfs mounted read-only
+where the machine lets root mount one): exit 1, as a write refused during the work is (the README's exit table). No traceback, no temporary file
+left behind, nothing created."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from functools import partial
 from pathlib import Path
 
@@ -17,7 +20,7 @@ from audioicl import RunOptions, Shard
 from audioicl.inference.runner import run
 from audioicl.scoring.score import score_folder
 
-audioicl = partial(cli.audioicl, timeout=300, rc=2)
+audioicl = partial(cli.audioicl, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +62,7 @@ COMMANDS = {
 KINDS = ("wrong-kind", "under-a-file", "unwritable")
 
 
-def _bad_path(tmp_path: Path, folder: bool, kind: str) -> tuple[Path, str]:
+def _bad_path(tmp_path: Path, folder: bool, kind: str, request: pytest.FixtureRequest) -> tuple[Path, str]:
     """The path to give, and what the message says about it."""
     if kind == "wrong-kind":
         if folder:
@@ -73,7 +76,17 @@ def _bad_path(tmp_path: Path, folder: bool, kind: str) -> tuple[Path, str]:
         (tmp_path / "a-file").write_text("keep me\n")
         return tmp_path / "a-file" / "sub" / "out.x", "cannot be created"
     if os.geteuid() == 0:
-        pytest.skip("root writes into a folder without write permission")
+        read_only = tmp_path / "read-only"
+        read_only.mkdir()
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", read_only], check=False
+        )
+        if mounted.returncode != 0:
+            pytest.skip(
+                "root writes into a folder without write permission, and cannot mount a read-only one"
+            )
+        request.addfinalizer(lambda: subprocess.run(["umount", read_only], check=True))
+        return read_only / "out.x", f"cannot be created: {read_only} is not writable"
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
     return locked / "out.x", "cannot be created"
@@ -81,14 +94,14 @@ def _bad_path(tmp_path: Path, folder: bool, kind: str) -> tuple[Path, str]:
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", list(COMMANDS))
-def test_unwritable_output_is_one_line(name, kind, inputs, tmp_path):
+def test_unwritable_output_is_one_line(name, kind, inputs, tmp_path, request):
     folder, template = COMMANDS[name]
     command, option = name.split()
-    bad, cause = _bad_path(tmp_path, folder, kind)
+    bad, cause = _bad_path(tmp_path, folder, kind, request)
     before = sorted(tmp_path.rglob("*"))
     values = {key: str(value) for key, value in inputs.items()} | {"tmp": str(tmp_path)}
     args = [str(bad) if arg == "BAD" else arg.format(**values) for arg in template]
-    proc = audioicl(*args, cwd=tmp_path)
+    proc = audioicl(*args, cwd=tmp_path, rc=1 if kind == "unwritable" else 2)
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"audioicl {command}: error: {option} "), proc.stderr

@@ -281,10 +281,26 @@ def hide_url_credentials(text: str) -> str:
     return "".join([*pieces, text[done:]])
 
 
-def _hidden_in_url(rest: str) -> str:
-    """A URL after its ``://`` with its user information and secret-named query values hidden."""
+def userinfo_end(rest: str) -> int:
+    """Where the user information of a URL after its ``://`` ends (the index of its ``@``), -1 where it has
+    none. Normally the authority's last ``@`` (a password holding ``@`` goes whole). A password holding
+    ``/`` ends the authority early: where what precedes the first ``/`` holds an ``@`` or a port that is
+    not a number (``u:p@ss/word@host``, ``u:ab/cd@host``) and an ``@`` follows in the path, the user
+    information runs to the path's last ``@`` (``https://host/a@b`` keeps its path)."""
     authority = next((index for index, char in enumerate(rest) if char in "/?#"), len(rest))
     at = rest.rfind("@", 0, authority)
+    path_end = next((index for index, char in enumerate(rest) if char in "?#"), len(rest))
+    later = rest.rfind("@", authority, path_end)
+    if later < 0:
+        return at
+    host_and_port = rest[at + 1 : authority].rpartition("]")[2]  # after an IPv6 address's brackets
+    port_is_no_number = ":" in host_and_port and not host_and_port.partition(":")[2].isdigit()
+    return later if at >= 0 or port_is_no_number else at
+
+
+def _hidden_in_url(rest: str) -> str:
+    """A URL after its ``://`` with its user information and secret-named query values hidden."""
+    at = userinfo_end(rest)
     if at >= 0:
         rest = "<credentials>" + rest[at:]
     query = rest.find("?")

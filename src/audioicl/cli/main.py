@@ -128,10 +128,18 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as exc:
         if exc.errno not in STORAGE_ERRNOS:
             raise
-        return _write_failed(args.command, write_failed(exc.filename or "a file", exc))
+        return _write_failed(args.command, write_failed(exc.filename or _output_of(args), exc))
     except KeyboardInterrupt:
         print(f"audioicl {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _output_of(args: argparse.Namespace) -> str:
+    """What a command writes, for a refused write whose error names no file (a library's own write)."""
+    for option in ("out", "json", "detail", "coverage"):
+        if getattr(args, option, None):
+            return f"into {getattr(args, option)}"
+    return "a file"
 
 
 def _write_failed(command: str, exc: WriteFailed) -> int:

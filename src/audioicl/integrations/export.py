@@ -45,7 +45,7 @@ from audioicl.dataset.download import SOURCE_FILE
 from audioicl.dataset.manifest import read_fingerprint
 from audioicl.dataset.meta import dumps_episode, find_meta_files, iter_meta, resolve_audio_path
 from audioicl.errors import AudioICLError
-from audioicl.files import check_output, write_atomic
+from audioicl.files import check_output, write_atomic, writing
 from audioicl.prompts.clips import MORSE_LETTERS, morse_bank_paths
 from audioicl.records import Clip, Episode
 
@@ -299,8 +299,9 @@ def _write_clip(root: Path, audio_path: str, data: bytes, written: dict[str, byt
             raise AudioICLError(f"the export holds two different clips for {audio_path}")
         return
     path = resolve_audio_path(root, audio_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    with writing(path):  # a full disk's error from write_bytes names no file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
     written[audio_path] = data
 
 

@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import httpx
 
@@ -72,6 +72,7 @@ from ..base import (
     Usage,
     Workload,
     hide_url_credentials,
+    userinfo_end,
 )
 from ..kinds import Settings
 
@@ -125,24 +126,47 @@ def bounded_body(answer: httpx.Response, deadline: float) -> bytes:
 # --------------------------------------------------------------------------- settings
 
 
-def server_url(settings: Settings) -> str:
-    """Where the server is: ``base_url`` (``-o`` or ``--base-url``), else ``$OPENAI_BASE_URL``, else OpenAI's."""
+@dataclass(frozen=True)
+class ServerURL:
+    """``--base-url`` parsed once: ``url`` without user information (what requests go to), the credentials
+    (sent as HTTP Basic by httpx's ``auth``), ``shown`` (what records and messages say: ``<credentials>`` in
+    their place) and ``secrets`` (what of them a server may quote back, blanked out of what it says)."""
+
+    url: str
+    shown: str
+    auth: tuple[str, str] | None = None
+    secrets: tuple[str, ...] = ()
+
+
+def server_url(settings: Settings) -> ServerURL:
+    """Where the server is: ``base_url`` (``-o`` or ``--base-url``), else ``$OPENAI_BASE_URL``, else OpenAI's.
+    User information runs to ``userinfo_end`` (a password may hold ``@`` and ``/``) and is percent-decoded."""
     given = settings.base_url if "base_url" in settings.given else os.environ.get("OPENAI_BASE_URL")
-    base_url = str(given or settings.base_url)
+    base_url = str(given or settings.base_url).rstrip("/")
     shown = hide_url_credentials(base_url)
-    if not base_url.startswith(("http://", "https://")):
+    scheme, found, rest = base_url.partition("://")
+    if not found or scheme not in ("http", "https"):
         raise AudioICLError(f"--base-url must start with http:// or https://, got {shown!r}")
+    at = userinfo_end(rest)
+    url, auth = f"{scheme}://{rest[at + 1 :]}", None
+    if at >= 0:
+        user, _, password = rest[:at].partition(":")
+        auth = (unquote(user), unquote(password))
+        shown = f"{scheme}://<credentials>@{hide_url_credentials(url).partition('://')[2]}"
     try:
-        httpx.URL(base_url)
-    except httpx.InvalidURL:  # a "/" in a password reads as the end of the host: httpx's message may quote it
-        scheme, _, rest = base_url.partition("://")
-        at = rest.rfind("@", 0, rest.find("?") if "?" in rest else len(rest))
-        shown = f"{scheme}://<credentials>{rest[at:]}" if at >= 0 else shown
-        raise AudioICLError(
-            f"--base-url {shown!r} is not a URL httpx can use; percent-encode a password's characters such as "
-            "/ (%2F) and @ (%40)"
-        ) from None
-    return base_url.rstrip("/")
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise AudioICLError(f"--base-url {shown!r} is not a URL httpx can use: {exc}") from None
+    return ServerURL(url, shown, auth, _secrets(rest[:at], auth) if auth else ())
+
+
+def _secrets(userinfo: str, auth: tuple[str, str]) -> tuple[str, ...]:
+    """The user information as written and decoded, the password, and the HTTP Basic token of them."""
+    user, password = auth
+    plain = f"{user}:{password}"
+    token = base64.b64encode(plain.encode("utf-8")).decode("ascii")
+    found = {userinfo, plain, token, password, userinfo.partition(":")[2]}
+    return tuple(sorted((secret for secret in found if len(secret) >= 4), key=len, reverse=True))
 
 
 def api_key(settings: Settings) -> str | None:
@@ -157,19 +181,6 @@ def api_key(settings: Settings) -> str | None:
             "control or non-ASCII character inside it); the key is not shown: check the variable"
         )
     return key or None
-
-
-def url_secrets(base_url: str) -> list[str]:
-    """What of ``base_url``'s user information may come back from a server: the password and the user
-    information, as written and decoded, and the HTTP Basic token httpx makes of them."""
-    userinfo = urlsplit(base_url).netloc.rpartition("@")[0]
-    if not userinfo:
-        return []
-    user, _, password = userinfo.partition(":")
-    plain = f"{unquote(user)}:{unquote(password)}"
-    token = base64.b64encode(plain.encode("utf-8")).decode("ascii")
-    found = {userinfo, plain, token, password, unquote(password)}
-    return sorted((secret for secret in found if len(secret) >= 4), key=len, reverse=True)
 
 
 # --------------------------------------------------------------------------- the payload
@@ -338,16 +349,18 @@ class OpenAIBackend:
 
     def __post_init__(self) -> None:
         self.max_clip_seconds = self.settings.max_clip_seconds
-        self.base_url = server_url(self.settings)
-        self.shown_url = hide_url_credentials(self.base_url)  # what records and messages may say of it
+        server = server_url(self.settings)
+        self.base_url = server.url
+        self.shown_url = server.shown  # what records and messages may say of it
         headers = {"Content-Type": "application/json"}
         key = api_key(self.settings)
         self._key = key  # blanked out of everything a server says (``_redact``): some quote headers back
-        self._url_secrets = url_secrets(self.base_url)  # likewise: httpx sends them as HTTP Basic
+        self._url_secrets = server.secrets  # likewise: httpx sends them as HTTP Basic
         if key:
             headers["Authorization"] = f"Bearer {key}"
         self._client = httpx.Client(
             headers=headers,
+            auth=server.auth,
             timeout=httpx.Timeout(self.settings.timeout),
             limits=httpx.Limits(max_connections=self.settings.concurrency),
         )
@@ -520,7 +533,7 @@ class OpenAIBackend:
 
 def make_openai(name: str, settings: Settings, workload: Workload | None = None) -> Backend:
     info = {
-        "base_url": hide_url_credentials(server_url(settings)),
+        "base_url": server_url(settings).shown,
         "api_key_env": settings.api_key_env,  # the variable's name, never its value
         "concurrency": settings.concurrency,
         "max_retries": settings.max_retries,
