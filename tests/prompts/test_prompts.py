@@ -16,8 +16,10 @@ from audioicl.prompts.clips import ClipStore, load_morse_bank, pad_chats
 from audioicl.prompts.sets import (
     GENERAL_INSTRUCTION,
     QWEN_OMNI_SYSTEM,
+    VARIANTS_DIR,
     PromptSet,
     load_prompt_set,
+    read_structured_file,
     system_family,
 )
 from audioicl.records import Clip, Demo, Query
@@ -207,6 +209,37 @@ def test_bad_prompt_file(tmp_path, text, suffix, message):
     with pytest.raises(AudioICLError, match=message) as info:
         load_prompt_set(path)
     assert info.value.file == str(path)
+
+
+def _alias_bomb(levels: int) -> str:
+    """The "billion laughs": each level a list of nine aliases of the one below (9^levels strings)."""
+    lines = ["l0: &l0 [" + ", ".join(["lol"] * 9) + "]"]
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + f"\ngeneral: *l{levels - 1}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_alias_bomb(9), "unusable YAML: its aliases expand it to over 100,000 values"),
+        ("general: &x [*x]\n", "unusable YAML: an alias refers to the value that holds it"),
+    ],
+)
+def test_yaml_that_expands_without_bound_is_refused_naming_the_file(tmp_path, text, message):
+    """Issue 39, item 10: an alias bomb in --config (or a prompt file) gave a traceback after expanding. Aliases
+    are counted as they expand, each object once, and refused past the bound, in one line naming the file."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(AudioICLError, match=message) as info:
+        read_structured_file(path, "config file")
+    assert info.value.file == str(path)
+
+
+def test_yaml_aliases_within_the_bound_are_read():
+    """The shipped prompt variants share instructions by alias: they still load, alias and all."""
+    assert VARIANTS_DIR.is_dir() and "&" in "".join(p.read_text() for p in VARIANTS_DIR.glob("*.yaml"))
+    for path in VARIANTS_DIR.glob("*.yaml"):
+        load_prompt_set(path)
 
 
 def test_missing_prompt_file(tmp_path):

@@ -134,7 +134,7 @@ def read_structured_file(path: Path, what: str) -> Any:
         except (ValueError, RecursionError) as exc:  # a number past 4,300 digits, nesting past the stack
             raise AudioICLError(f"unreadable JSON: {json_limit_problem(exc)}", file=str(path)) from None
     try:
-        return yaml.safe_load(text)
+        loaded = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -145,6 +145,53 @@ def read_structured_file(path: Path, what: str) -> Any:
     except (ValueError, TypeError, IndexError, OverflowError) as exc:
         # a value its tag cannot hold (2001-02-30, !!int "", !!float abc): PyYAML's constructors raise these
         raise AudioICLError(f"malformed YAML: {json_limit_problem(exc)}", file=str(path)) from None
+    problem = _expansion_problem(loaded)
+    if problem is not None:
+        raise AudioICLError(f"unusable YAML: {problem}", file=str(path))
+    return loaded
+
+
+# What a YAML file may expand to once its aliases are followed: far past any prompt or config file (the shipped
+# prompt variants reuse instructions by alias), far below what exhausts memory when a value is copied or
+# written out (the "billion laughs": ten aliases of ten aliases ... expand to 10^9 values from 300 bytes).
+MAX_YAML_VALUES = 100_000
+
+
+def _expansion_problem(value: Any) -> str | None:
+    """Why ``value`` (as ``yaml.safe_load`` made it: aliases are shared objects) cannot be used: it expands to
+    more than ``MAX_YAML_VALUES`` values, or an alias holds itself. Each distinct object is counted once
+    (linear in the file), its expanded size summed over the references to it."""
+    sizes: dict[int, int | None] = {}  # None: being counted (met again below itself: a self-reference)
+
+    def size(node: Any) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        if id(node) in sizes:
+            known = sizes[id(node)]
+            if known is None:
+                raise _SelfReference
+            return known
+        sizes[id(node)] = None
+        children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total = min(total + size(child), MAX_YAML_VALUES + 1)
+        sizes[id(node)] = total
+        return total
+
+    try:
+        total = size(value)
+    except _SelfReference:
+        return "an alias refers to the value that holds it"
+    except RecursionError:
+        return "nested too deeply"
+    if total > MAX_YAML_VALUES:
+        return f"its aliases expand it to over {MAX_YAML_VALUES:,} values"
+    return None
+
+
+class _SelfReference(Exception):  # noqa: N818 (a signal between two functions, never raised out of them)
+    """A list or mapping that holds itself (``&a [*a]``)."""
 
 
 def load_prompt_set(path: str | os.PathLike) -> PromptSet:
