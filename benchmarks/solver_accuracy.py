@@ -14,7 +14,7 @@ import argparse
 import time
 from collections import defaultdict
 
-from audioicl.cli.main import parse_int_set
+from audioicl.cli.options import parse_int_set
 from audioicl.dataset.meta import find_meta_files, read_meta
 from audioicl.prompts.build import build_chat
 from audioicl.prompts.clips import MORSE_BANK_MODES, load_morse_bank

@@ -12,6 +12,7 @@ import re
 import resource
 import signal
 import subprocess
+import sys
 import threading
 import time
 from functools import partial
@@ -474,3 +475,24 @@ def test_a_refused_write_names_the_file_in_every_command(name, written, tmp_path
         rf"audioicl {name}: error: cannot write (into )?{re.escape(str(tmp_path))}/\S+: .*", line
     ), line
     assert "a file" not in line
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_commands_are_imported_is_one_line(signum):
+    """Issue 39, item 10: SIGINT during start-up printed a traceback. The signal is sent while the sub-command
+    modules are imported (by an import hook, so that it lands there every time): one line, 128 + its number."""
+    code = f"""
+import importlib.abc, os, sys
+class Interrupt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "audioicl.cli.study":
+            os.kill(os.getpid(), {int(signum)})
+        return None
+sys.meta_path.insert(0, Interrupt())
+from audioicl.cli.main import main
+raise SystemExit(main(["tasks"]))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, proc.stderr
+    assert one_line(proc.stderr) == f"audioicl: stopped by {name}"

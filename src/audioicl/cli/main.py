@@ -1,7 +1,7 @@
 """The ``audioicl`` command: argument parsing only; each sub-command calls into the library.
 
-Each sub-command lives in its own module of ``audioicl.cli``, imported below by name, and registers itself
-with ``options.command``:
+Each sub-command lives in its own module of ``audioicl.cli``, named in ``COMMAND_MODULES`` and imported once
+the signal handlers are set, and registers itself with ``options.command``:
 a function that adds its parser, decorating the function that runs it and returns the exit code.
 User errors (``AudioICLError``) print as one line and exit 2 (usage) or the command's own code;
 anything else is a bug and keeps its traceback. Not bugs either, and one line each: a write the system
@@ -21,34 +21,36 @@ import sys
 import threading
 from collections.abc import Sequence
 
+import importlib
+
 from audioicl import __version__
 from audioicl.errors import STORAGE_ERRNOS, AudioICLError, Stopped, WriteFailed, write_failed
 
-from . import (  # noqa: F401  (each registers its sub-command, in this order)
-    audit,
-    backends,
-    build,
-    chat_template,
-    compare,
-    demo,
-    download,
-    export,
-    fetch_sources,
-    import_inspect,
-    import_lmms_eval,
-    leaderboard,
-    lmms_eval_path,
-    merge,
-    models,
-    report,
-    run,
-    score,
-    study,
-    tasks,
-    validate,
+# Each registers its sub-command when imported, in this order; imported by ``build_parser``, after ``main`` has
+# set the signal handlers, so that a Ctrl-C during the imports (a second or more) is heard as any other.
+COMMAND_MODULES = (
+    "audit",
+    "backends",
+    "build",
+    "chat_template",
+    "compare",
+    "demo",
+    "download",
+    "export",
+    "fetch_sources",
+    "import_inspect",
+    "import_lmms_eval",
+    "leaderboard",
+    "lmms_eval_path",
+    "merge",
+    "models",
+    "report",
+    "run",
+    "score",
+    "study",
+    "tasks",
+    "validate",
 )
-from .options import COMMANDS
-
 EXIT_USAGE = 2
 # The commands that, run again after a failed write, pick up where they stopped (the others start over).
 RESUMING = frozenset({"build", "demo", "download", "fetch-sources", "merge", "run", "study"})
@@ -81,6 +83,10 @@ def _stopper(command_pid: int):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    for module in COMMAND_MODULES:
+        importlib.import_module(f"{__package__}.{module}")
+    from .options import COMMANDS
+
     parser = argparse.ArgumentParser(
         prog="audioicl",
         description="Build, run and score AudioICL-Bench, in-context learning for audio-language models.",
@@ -104,7 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except Stopped as exc:  # while the commands were imported: nothing started yet
+        print(f"audioicl: {exc}", file=sys.stderr)
+        return exc.exit_code
     try:
         args = parser.parse_args(argv)
     except AudioICLError as exc:  # raised by an option's type function (parse_int_set ...): a usage error
