@@ -15,13 +15,12 @@ whole on the way out; ``run`` handles them itself while it runs, stopping at its
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
 import threading
 from collections.abc import Sequence
-
-import importlib
 
 from audioicl import __version__
 from audioicl.errors import STORAGE_ERRNOS, AudioICLError, Stopped, WriteFailed, write_failed
