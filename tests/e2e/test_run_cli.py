@@ -245,9 +245,9 @@ def test_models_share_a_folder_and_are_scored_together(dataset, tmp_path):
         "run", "--data", dataset, "--model", "builtin:random", "--out", out, "--k", "2", "--batch-size", "3"
     )
     assert sorted(p.name for p in out.iterdir()) == [
-        "majority_results_k1.jsonl",
-        "majority_results_k2.jsonl",
-        "majority_run.json",
+        "majority+style-general_results_k1.jsonl",
+        "majority+style-general_results_k2.jsonl",
+        "majority+style-general_run.json",
         "random_results_k1.jsonl",
         "random_results_k2.jsonl",
         "random_run.json",
@@ -258,15 +258,22 @@ def test_models_share_a_folder_and_are_scored_together(dataset, tmp_path):
     assert table[0] == "model,shots,task,accuracy,n"
     cells = {tuple(row.split(",")[:3]) for row in table[1:]}
     tasks = {ep.task for ep in read_meta(dataset / "meta" / "meta_k1.jsonl")}
-    assert cells == {(m, k, t) for m in ("majority", "random") for k in ("1", "2") for t in tasks}
-    # the same model with another prompt style is refused, naming the setting; nothing is written
+    models = ("majority+style-general", "random")
+    assert cells == {(m, k, t) for m in models for k in ("1", "2") for t in tasks}
+    # issue 40, item 6: another prompt style is a condition with its own name, as --control and --layout are
+    # (it was refused, "use --name"); the plain run's files stay as they were
     before = {p.name: p.read_bytes() for p in out.iterdir()}
+    audioicl(
+        "run", "--data", dataset, "--model", "builtin:random", "--out", out, "--style", "general", "--k", "1"
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name in before} == before
+    assert (out / "random+style-general_results_k1.jsonl").is_file()
+    # what still differs under one name is refused, naming the setting; nothing is written
     refused = audioicl(
-        "run", "--data", dataset, "--model", "builtin:random", "--out", out, "--style", "general", rc=2
+        "run", "--data", dataset, "--model", "builtin:random", "--out", out, "--max-new-tokens", "5", rc=2
     )
     assert "random_run.json: this folder holds results of model 'random'" in refused.stderr
-    assert "style: was 'specific', now 'general'" in refused.stderr
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert "max_new_tokens: was 16, now 5" in refused.stderr
 
 
 def test_help_documents_run_records_and_retry_errors():
@@ -285,11 +292,11 @@ def test_config_file_under_command_line(dataset, tmp_path):
     proc = audioicl("run", "--config", config, "--style", "none")
     out = tmp_path / "results"  # relative to the config file
     assert "k=1: 6 written (0 errors)" in proc.stdout
-    record = json.loads((out / "majority_run.json").read_text())
+    record = json.loads((out / "majority+style-none_run.json").read_text())
     assert record["settings"]["style"] == "none"  # the command line wins
     assert record["settings"]["backend_options"] == {"max_clip_seconds": "100"}
     assert record["runs"][-1]["batch_size"] == 2
-    assert read_jsonl(out / "majority_results_k1.jsonl")[0]["prompt"].startswith(
+    assert read_jsonl(out / "majority+style-none_results_k1.jsonl")[0]["prompt"].startswith(
         "system: You are a helpful assistant.\nuser: [Demo Audio 1]"
     )
     config.write_text("tasks: [AudioCount]\nlayout: sideways\n", encoding="utf-8")

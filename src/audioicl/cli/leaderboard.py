@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from audioicl.analysis.leaderboard import LeaderboardOptions, write_leaderboard
@@ -52,4 +53,6 @@ def run(args) -> int:
         f" and {files.parquet.name}" if files.parquet else " (no scores.parquet: pyarrow is not importable)"
     )
     print(f"wrote {files.csv}{parquet}: {files.rows} scored lines")
+    for warning in files.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -173,15 +173,25 @@ def run(args) -> int:
             ),
             file=sys.stderr,
         )
+    for note in scoring.notes:
+        print(f"warning: {note}", file=sys.stderr)
     return _report_coverage(scoring.coverage, args.require_complete)
 
 
 def _report_coverage(coverage, require_complete: bool) -> int:
-    """One warning line on stderr per (model, k) that is not complete; exit 1 for any with --require-complete."""
+    """One warning line on stderr per (model, k) that is not complete or holds lines that are no episode of
+    its dataset; exit 1 for any not complete with --require-complete."""
     short = [c for c in coverage if not c.complete]
     for c in short:
         gaps = "; ".join(describe_gaps(c))
         print(f"warning: {c.model} k={c.shots}: {gaps}; mean {describe_mean(c)}", file=sys.stderr)
+    for c in coverage:
+        if c.extra_lines:
+            print(
+                f"warning: {c.model} k={c.shots}: {c.extra_lines} line(s) answer no episode of its dataset "
+                "(an id twice, in another task, or not in the dataset): they count in n",
+                file=sys.stderr,
+            )
     if short and require_complete:
         print(
             f"error: {len(short)} of {len(coverage)} model/k cell(s) not complete (--require-complete)",

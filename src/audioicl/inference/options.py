@@ -99,9 +99,12 @@ class RunOptions:
 
     @property
     def condition(self) -> str | None:
-        """The study condition: a control's name or ``probe``, then ``single-clip`` for that layout (it changes
-        what is measured); None for the task itself."""
+        """What this run measures beside the task as the benchmark defines it, each part of which changes
+        what is measured: ``style-<style>`` for another instruction, a control's name or ``probe``, then
+        ``single-clip`` for that layout; None for the task itself. Named alike whether ``run`` or ``study``
+        made it."""
         parts = [
+            None if self.style == "specific" else f"style-{self.style}",
             "probe" if self.probe else self.control,
             "single-clip" if self.layout == "single-clip" else None,
         ]

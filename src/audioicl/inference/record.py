@@ -142,6 +142,29 @@ def _answer_settings(record: Record) -> dict[str, Any]:
     return settings
 
 
+def results_identity(record: Record | None) -> dict[str, Any]:
+    """What the result lines of a run measured, flat: the dataset (its fingerprint, else a hash of its meta
+    files' hashes, and the downloaded repo and commit) and every setting that changes what a line says (``-o`` options as ``-o NAME``). Two sets of
+    lines of one model name pool only when these are equal (``scoring.identity``); the data root's path is
+    not part of it (one dataset may be copied), nor is anything that leaves answers as they are. Without a
+    record (the original's result files): empty."""
+    if record is None:
+        return {}
+    fingerprint = record.get("dataset_fingerprint")
+    if not isinstance(fingerprint, str):  # a dataset without a manifest: its meta files' hashes tell it
+        meta = json.dumps(record.get("meta_sha256") or {}, sort_keys=True)
+        fingerprint = "meta-" + hashlib.sha256(meta.encode("utf-8")).hexdigest()
+    identity: dict[str, Any] = {"dataset": fingerprint}
+    if record.get("dataset_source") is not None:
+        identity["dataset_source"] = record["dataset_source"]
+    for key, value in sorted(_answer_settings(record).items()):
+        if key == "backend_options" and isinstance(value, Mapping):
+            identity.update({f"-o {name}": option for name, option in sorted(value.items())})
+        else:
+            identity[key] = value
+    return identity
+
+
 def record_conflicts(old: Record, new: Record) -> list[str]:
     """``key: was X, now Y`` for each recorded fact that changes what a result line says: the settings (of the
     backend options, those that are not ``EXECUTION_OPTIONS``), the data root, the dataset fingerprint, the

@@ -12,7 +12,10 @@ a record: all). The status of a (model, k):
   are not the benchmark's numbers;
 - ``incomplete``: episodes the runs selected have no line (a crashed, unfinished or cut run);
 - ``unchecked``: the dataset is unknown (no ``--data`` and no run record, or its data root is gone): only the
-  benchmark's nine task names can be checked.
+  benchmark's nine task names can be checked;
+- ``no answers``: every line is an error line (episodes the run could not ask: a family that takes one clip a
+  prompt, a server that refused every request): nothing was measured, whatever else holds; no mean, never
+  "complete 0.0 %", never ranked.
 
 The mean over tasks is over the complete tasks only (``unchecked``: over the tasks present), always with the
 number of tasks it covers. The coverage CSV (``<summary stem>_coverage.csv``) holds one row per (model, k).
@@ -23,7 +26,7 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -35,6 +38,7 @@ from audioicl.records import Episode
 from audioicl.tasks import task_names, task_of_episode_id
 
 COMPLETE, SUBSET, INCOMPLETE, UNCHECKED = "complete", "subset", "incomplete", "unchecked"
+NO_ANSWERS = "no answers"  # every line an error line: the run asked nothing, so nothing was measured
 COVERAGE_HEADER = (
     "model",
     "shots",
@@ -128,16 +132,18 @@ class Expected:
 
 
 class Expectations:
-    """``Expected`` per (model, k) of result files (anything with ``path``, ``model``, ``shots``): from the
+    """``Expected`` per (model, k) of result files (``score.ResultFile``: ``path``, ``model``, ``shots``, and
+    ``run_name``, which names the run record): from the
     dataset root ``data`` when given, else from each model's run record beside its files."""
 
     def __init__(self, files: Iterable, data: Path | None = None):
         self.data = None if data is None else Path(data)
-        self._folders: dict[tuple[str, int], list[Path]] = {}
+        self._folders: dict[tuple[str, int], list[tuple[Path, str]]] = {}  # folder, the name of its record
         for f in files:
             folders = self._folders.setdefault((f.model, f.shots), [])
-            if f.path.parent not in folders:
-                folders.append(f.path.parent)
+            held = (f.path.parent, f.run_name)
+            if held not in folders:
+                folders.append(held)
         self._metas: dict[Path, dict[int, Path]] = {}
         self._episodes: dict[Path, tuple[Episode, ...]] = {}
         self._expected: dict[tuple[str, int], Expected] = {}
@@ -163,8 +169,8 @@ class Expectations:
     def _find(self, model: str, k: int) -> Expected:
         parts: list[Part] = []
         roots: list[str] = []
-        for folder in self._folders.get((model, k), []):
-            found = model_run_record(folder, model)
+        for folder, run_name in self._folders.get((model, k), []):
+            found = model_run_record(folder, run_name)
             if found is None:
                 parts.append(Part())  # a folder without a record: every episode was meant
                 continue
@@ -260,7 +266,23 @@ def coverage_row(
     """The coverage of one (model, k) from its summary rows (``task``, ``accuracy``, ``n``, ``errors``,
     ``unparsed``), the ids scored under each task and the unreadable lines. ``identities``: task → the
     distinct (id, draw, order, variant) of lines that hold draws (one id, several draws: one line each, not
-    extra lines); None: one line per id, as a plain run."""
+    extra lines); None: one line per id, as a plain run. Lines that are all error lines: ``no answers``."""
+    row = _coverage_row(model, shots, rows, ids, unreadable, expected, identities)
+    lines = sum(r.n for r in rows)
+    if lines and all(r.errors is not None for r in rows) and row.errors == lines:
+        return replace(row, status=NO_ANSWERS, mean_accuracy=None, mean_tasks=0, complete_tasks=())
+    return row
+
+
+def _coverage_row(
+    model: str,
+    shots: int,
+    rows: Sequence,
+    ids: Mapping[str, set],
+    unreadable: int,
+    expected: Expected,
+    identities: Mapping[str, set[tuple[str, int, int, int]]] | None,
+) -> CoverageRow:
     accuracy = {r.task: r.accuracy for r in rows}
     counts = {
         "errors": sum(r.errors or 0 for r in rows),
@@ -518,8 +540,14 @@ def describe_mean(row: CoverageRow) -> str:
     """The mean over tasks with its coverage: ``83.3% over all 9 tasks``, ``100.0% over 4 of 9 tasks:
     incomplete``, ``55.0% over 9 of 9 tasks: subset (first 2 episodes per task)``."""
     value = "–" if row.mean_accuracy is None else f"{100 * row.mean_accuracy:.1f}%"
+    if row.status == NO_ANSWERS:
+        return f"– (no answers: {row.errors} error lines)"
     if row.status == COMPLETE:
-        return f"{value} over all {row.mean_tasks} tasks"
+        return (
+            f"{value} over the one task"
+            if row.mean_tasks == 1
+            else f"{value} over all {row.mean_tasks} tasks"
+        )
     of = "" if row.tasks_expected is None else f" of {row.tasks_expected}"
     base = f"{value} over {row.mean_tasks}{of} {'task' if row.mean_tasks == 1 and not of else 'tasks'}"
     if row.status == SUBSET:
@@ -543,6 +571,8 @@ def describe_gaps(row: CoverageRow) -> list[str]:
             + (f" selected ({row.selection})" if row.selection else "")
             + " have no line"
         )
+    if row.status == NO_ANSWERS:
+        gaps.append(f"no answers: every one of the {row.errors} lines is an error line (nothing was asked)")
     if row.status == UNCHECKED:
         gaps.append(f"coverage unchecked: {row.note or 'the dataset is unknown'}")
     if row.missing_tasks:

@@ -38,6 +38,7 @@ from .coverage import (
     write_coverage,
 )
 from .draws import DrawRow, draw_rows, draws_path, write_draws
+from .identity import identity_notes, separate_runs
 from .lines import PLAIN, REPLICATE_KEYS, ScoredLine
 from .rules import UNPARSED, rule_table
 from .stats import cluster_bootstrap, wilson_interval
@@ -64,9 +65,19 @@ _DECODER = json.JSONDecoder()
 
 @dataclass(frozen=True)
 class ResultFile:
+    """One results file: ``model`` is the name its scores go under, its file name's ``<model>`` unless runs of
+    that name measured different things (``scoring.identity``): then ``<model>@<what differs>``, and
+    ``file_model`` keeps the file's own."""
+
     path: Path
     model: str
     shots: int
+    file_model: str | None = None
+
+    @property
+    def run_name(self) -> str:
+        """The ``<model>`` of the file's name, which names its run record ``<model>_run.json``."""
+        return self.file_model or self.model
 
 
 def parse_result_name(name: str) -> tuple[str, int] | None:
@@ -78,7 +89,8 @@ def parse_result_name(name: str) -> tuple[str, int] | None:
 def find_result_files(
     root: Path, *, models: Iterable[str] | None = None, shots: Iterable[int] | None = None
 ) -> list[ResultFile]:
-    """Result files anywhere under ``root``, in sorted path order (the original's), optionally filtered."""
+    """Result files anywhere under ``root``, in sorted path order (the original's), optionally filtered; the
+    runs of one name that measured different things made apart (``scoring.identity.separate_runs``)."""
     root = Path(root)
     if not root.is_dir():
         raise AudioICLError("results folder does not exist or is not a folder", file=str(root))
@@ -92,7 +104,7 @@ def find_result_files(
         model, k = parsed
         if (wanted_models is None or model in wanted_models) and (wanted_shots is None or k in wanted_shots):
             found.append(ResultFile(path, model, k))
-    return found
+    return separate_runs(found)
 
 
 # --- reading and scoring result lines ------------------------------------------------------------------
@@ -307,6 +319,7 @@ class Scoring:
     coverage: list[CoverageRow] = field(default_factory=list)
     unreadable: int = 0
     draws: list[DrawRow] = field(default_factory=list)  # only when some line holds draw/order/variant
+    notes: list[str] = field(default_factory=list)  # names whose runs were scored apart (``identity_notes``)
 
 
 @dataclass
@@ -477,7 +490,16 @@ def score_files(
         for cell, cell_rows in cells.items()
     ]
     draws = _draw_rows(files, tallies, options, rows, set(replicates)) if replicates else []
-    return Scoring(rows, malformed, examples, tuple(files), coverage, sum(unreadable.values()), draws)
+    return Scoring(
+        rows,
+        malformed,
+        examples,
+        tuple(files),
+        coverage,
+        sum(unreadable.values()),
+        draws,
+        identity_notes(files),
+    )
 
 
 def _identities(

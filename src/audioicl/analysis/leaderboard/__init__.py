@@ -41,6 +41,7 @@ class LeaderboardFiles:
     parquet: Path | None  # None: pyarrow is not importable
     rows: int  # scored lines in the tidy table
     entries: dict[str, int]  # kind → how many
+    warnings: tuple[str, ...] = ()  # what the page says at its top, for the terminal too
 
 
 def _plots(board: Board) -> tuple[Plot, tuple[Plot, ...], str]:
@@ -65,6 +66,7 @@ def _warnings(board: Board, blocks: Sequence[Reproduction]) -> list[str]:
             f"The entries were run over {len(found)} different datasets (by fingerprint: {groups}): their "
             "numbers are not over the same episodes."
         )
+    warnings += [f"{note}." for note in board.notes]
     if not board.of_kind(MODEL):
         warnings.append("No model entry: every results name here is a control or a built-in floor or solver.")
     return warnings
@@ -116,4 +118,4 @@ def write_leaderboard(options: LeaderboardOptions) -> LeaderboardFiles:
     html = out / PAGE
     write_atomic(html, render_page(page))
     counts = {kind: len(board.of_kind(kind)) for kind in (MODEL, CONTROL, FLOOR)}
-    return LeaderboardFiles(html, out / CSV, parquet, len(rows), counts)
+    return LeaderboardFiles(html, out / CSV, parquet, len(rows), counts, page.warnings)

@@ -17,6 +17,7 @@ from audioicl.inference.options import CONDITION_MARK
 from audioicl.inference.record import Record, model_run_record
 from audioicl.scoring.coverage import CoverageRow
 from audioicl.scoring.draws import DrawRow
+from audioicl.scoring.identity import separate_runs
 from audioicl.scoring.score import (
     ResultFile,
     ScoredLine,
@@ -62,6 +63,7 @@ class Board:
     lines: Mapping[tuple[str, int], tuple[ScoredLine, ...]]
     folders: tuple[Path, ...]
     draws: Mapping[tuple[str, int, str], DrawRow]
+    notes: tuple[str, ...] = ()  # names whose runs measured different things, scored apart
 
     def of_kind(self, kind: str) -> list[Entry]:
         return [entry for entry in self.entries.values() if entry.kind == kind]
@@ -122,20 +124,24 @@ def find_files(folders: Sequence[Path], shots: Iterable[int] | None = None) -> l
                 )
             seen[where] = folder
             files.append(result)
-    return files
+    return separate_runs(
+        files
+    )  # runs of one name in different folders: apart when they measured other things
 
 
 def _entries(files: Sequence[ResultFile]) -> dict[str, Entry]:
-    folders: dict[str, list[Path]] = {}
+    folders: dict[str, list[tuple[Path, str]]] = {}  # entry → (folder, the name of its run record)
     for result in files:
         held = folders.setdefault(result.model, [])
-        if result.path.parent not in held:
-            held.append(result.path.parent)
+        if (result.path.parent, result.run_name) not in held:
+            held.append((result.path.parent, result.run_name))
     solvers = builtin_solvers()
     entries = {}
     for name, held in folders.items():
         records = tuple(
-            RecordFile(*found) for folder in held if (found := model_run_record(folder, name)) is not None
+            RecordFile(*found)
+            for folder, run_name in held
+            if (found := model_run_record(folder, run_name)) is not None
         )
         specs = [r.record["model"] for r in records if isinstance(r.record.get("model"), str)]
         spec = specs[0] if specs else None
@@ -154,4 +160,6 @@ def load_board(
     lines = {cell: tuple(scored) for cell, scored in scoring.examples.items()}
     coverage = {(c.model, c.shots): c for c in scoring.coverage}
     draws = {(d.model, d.shots, d.task): d for d in scoring.draws}
-    return Board(_entries(files), tuple(scoring.rows), coverage, lines, tuple(folders), draws)
+    return Board(
+        _entries(files), tuple(scoring.rows), coverage, lines, tuple(folders), draws, tuple(scoring.notes)
+    )

@@ -13,11 +13,15 @@ that fails half-way (a full disk) leaves no page that looks complete.
 
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from audioicl.errors import AudioICLError
 from audioicl.files import write_atomic, writing
+from audioicl.scoring.lines import ScoredLine
+from audioicl.scoring.score import detail_path
 from audioicl.tasks.chance import chance_level
 
 from .accuracy import FLOOR_MODEL, AccuracyGrid, load_grid
@@ -170,6 +174,44 @@ def examples_note(options: ReportOptions, budget: AudioBudget, left_out: dict[st
     return note
 
 
+def scored_strictly(scores: Path) -> bool:
+    """Whether the detail CSV of these scores (the file itself, or the one beside it) says ``strict``."""
+    for path in (scores, detail_path(scores)):
+        try:
+            with path.open(newline="", encoding="utf-8") as handle:
+                reader = csv.DictReader(handle)
+                if "scoring" in (reader.fieldnames or ()):
+                    return any(row["scoring"] == "strict" for row in reader)
+        except (OSError, UnicodeDecodeError, csv.Error):
+            continue
+    return False
+
+
+def check_same_results(grid: AccuracyGrid, lines: list[ScoredLine], scores: Path, results: Path) -> None:
+    """Refuse ``--results`` that are not the lines ``--scores`` scored: every scored (model, k, task) must have
+    as many lines there (and, unless the scores are strict, as many correct), so that the confusions and the
+    examples shown are of the numbers shown (issue 40: the scores of one run beside another's examples)."""
+    strict = scored_strictly(scores)  # the lines here are judged by the original rules
+    tally: dict[tuple[str, int, str], list[int]] = {}
+    for line in lines:
+        count = tally.setdefault((line.model, line.shots, line.task), [0, 0])
+        count[0] += line.verdict.correct
+        count[1] += 1
+    for (model, k, task), cell in sorted(grid.cells.items()):
+        found = tally.get((model, k, task))
+        said = f"{model} k={k} {task}: {100 * cell.accuracy:.1f}% of {cell.n} in {scores}"
+        if found is None:
+            problem = f"{said}, no line in {results}"
+        elif found[1] != cell.n or not strict and round(found[0] / found[1], 6) != cell.accuracy:
+            problem = f"{said}, {100 * found[0] / found[1]:.1f}% of {found[1]} in {results}"
+        else:
+            continue
+        raise AudioICLError(
+            f"--scores and --results are not the same results ({problem}); pass the folder the scores were "
+            "made from, or score it again: audioicl score --in RESULTS --out SUMMARY"
+        )
+
+
 def write_report(options: ReportOptions) -> ReportFiles:
     # matplotlib costs ~0.5 s of import: only a run that writes a report pays it
     from .plots import compliance_figure, overview_figure, task_figure
@@ -200,6 +242,8 @@ def write_report(options: ReportOptions) -> ReportFiles:
     with_examples = options.results is not None and options.examples > 0
     if options.results is not None:
         lines = read_scored(options.results)
+        check_same_results(grid, lines, options.scores, options.results)
+        lines = [line for line in lines if line.model in grid.models]  # a folder may hold more models
         confusion_views = confusions(lines, options.results, options.data)
         if with_examples:
             examples = select_examples(lines, options.examples, options.results, options.data)

@@ -36,14 +36,14 @@ class Condition:
     probe: bool = False
     zero_shot: bool = False  # also runs k = 0
 
-    def model_name(self, base: str) -> str:
-        """The results' model name (the runner adds ``+<control>`` and ``+probe`` itself)."""
-        return f"{base}{CONDITION_MARK}style-{self.style}" if self.style != "specific" else base
-
     def label(self, base: str) -> str:
-        name = self.model_name(base)
-        suffix = self.control or ("probe" if self.probe else None)
-        return f"{name}{CONDITION_MARK}{suffix}" if suffix else name
+        """The results' model name, as the runner makes it (``RunOptions.condition``)."""
+        parts = [
+            base,
+            None if self.style == "specific" else f"style-{self.style}",
+            self.control or ("probe" if self.probe else None),
+        ]
+        return CONDITION_MARK.join(part for part in parts if part)
 
 
 CONDITIONS: tuple[Condition, ...] = (

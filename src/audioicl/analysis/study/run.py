@@ -76,7 +76,7 @@ def run_options(options: StudyOptions, chosen: Condition, shots: tuple[int, ...]
         out=options.results,
         shots=None if chosen.probe else shots,
         style=chosen.style,
-        name=chosen.model_name(options.model_name),
+        name=options.model_name,
         control=chosen.control,
         probe=chosen.probe,
     )

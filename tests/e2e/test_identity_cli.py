@@ -1,0 +1,101 @@
+"""Numbers that cannot mix (issue 40): results of one model name that measured different things are never
+pooled by ``score``, ``leaderboard`` or ``report``; a run that answered nothing is "no answers", never
+"complete 0.0 %" and never ranked; ``report`` takes the examples of the run its scores are of. Through the CLI,
+as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import re
+from functools import partial
+from pathlib import Path
+
+import cli
+import pytest
+from conftest import make_dataset
+
+audioicl = partial(cli.audioicl, timeout=300, rc=0)
+
+
+def summary_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module")
+def two_builds(tmp_path_factory, tiny_dataset) -> Path:
+    """PARENT/a and PARENT/b: runs of ``builtin:random`` (one name, ``random``) over two datasets, 3 and 2
+    episodes a task."""
+    parent = tmp_path_factory.mktemp("two_builds")
+    other = make_dataset(tmp_path_factory.mktemp("other_build"), per_task=2, ks=(1,))
+    audioicl("run", "--data", tiny_dataset, "--model", "builtin:random", "--out", parent / "a", "--k", "1")
+    audioicl("run", "--data", other, "--model", "builtin:random", "--out", parent / "b", "--k", "1")
+    return parent
+
+
+def test_score_over_two_builds_of_one_name_gives_two_entries_never_one_mean(two_builds, tmp_path):
+    """Issue 40, item 1: ``score --in PARENT`` pooled them (n = 5 on a dataset of 3 episodes a task,
+    "complete", exit 0); now each is an entry named by what differs, said on the terminal."""
+    summary = tmp_path / "summary.csv"
+    done = audioicl("score", "--in", two_builds, "--out", summary, "--require-complete")
+    rows = summary_rows(summary)
+    n_of = {row["model"]: row["n"] for row in rows}
+    assert len(n_of) == 2 and all(name.startswith("random@meta-") for name in n_of)
+    assert sorted(n_of.values()) == ["2", "3"]
+    assert all(row["n"] == n_of[row["model"]] for row in rows)  # each entry over its own dataset only
+    coverage = summary_rows(tmp_path / "summary_coverage.csv")
+    assert [(row["status"], row["extra_lines"]) for row in coverage] == [("complete", "0")] * 2
+    assert "random: 2 runs that measured different things are scored apart, not pooled" in done.stderr
+    a = next(name for name, n in n_of.items() if n == "3")
+    assert f"{a} ({two_builds / 'a'})" in done.stderr
+
+
+def test_leaderboard_over_two_builds_of_one_name_lists_two_entries(two_builds, tmp_path):
+    done = audioicl("leaderboard", two_builds / "a", two_builds / "b", "--out", tmp_path / "site")
+    names = {row["model"] for row in summary_rows(tmp_path / "site" / "scores.csv")}
+    assert len(names) == 2 and all(name.startswith("random@meta-") for name in names)
+    assert "scored apart, not pooled" in done.stderr
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "scored apart, not pooled" in page and all(name in page for name in names)
+
+
+def test_report_over_two_builds_shows_two_entries_and_refuses_another_runs_results(two_builds, tmp_path):
+    """Issue 40, item 3: ``report --scores A --results B`` took the scores of one run and the examples of
+    another, exit 0."""
+    summary = tmp_path / "all.csv"
+    audioicl("score", "--in", two_builds, "--out", summary)
+    audioicl("report", "--scores", summary, "--results", two_builds, "--out", tmp_path / "report")
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert len(set(re.findall(r"random@meta-[0-9a-f]{8}", markdown))) == 2
+    only_a = tmp_path / "a.csv"
+    audioicl("score", "--in", two_builds / "a", "--out", only_a)
+    refused = audioicl(
+        "report", "--scores", only_a, "--results", two_builds / "b", "--out", tmp_path / "mixed", rc=2
+    )
+    assert "--scores and --results are not the same results" in refused.stderr
+    assert not (tmp_path / "mixed" / "report.html").exists()
+
+
+def test_an_all_error_run_is_no_answers_and_is_never_ranked(tiny_dataset, tmp_path):
+    """Issue 40, item 2: a run whose every line is an error line scored "complete 0.0 %" and the leaderboard
+    ranked it. Every clip is longer than ``max_clip_seconds`` here, so every episode is an error line."""
+    broken, working = tmp_path / "broken", tmp_path / "working"
+    audioicl("run", "--data", tiny_dataset, "--model", "builtin:icl", "--out", broken, "--k", "1", "--name",
+             "model-a", "-o", "max_clip_seconds=0.001", rc=1)  # fmt: skip
+    audioicl("run", "--data", tiny_dataset, "--model", "builtin:icl", "--out", working, "--k", "1", "--name",
+             "model-b")  # fmt: skip
+    summary = tmp_path / "summary.csv"
+    done = audioicl("score", "--in", broken, "--out", summary, "--require-complete", rc=1)
+    (row,) = summary_rows(tmp_path / "summary_coverage.csv")
+    assert row["status"] == "no answers" and row["mean_accuracy"] == ""
+    assert "no answers: every one of the 12 lines is an error line" in done.stderr
+    audioicl("leaderboard", broken, working, "--out", tmp_path / "site")
+    page = (tmp_path / "site" / "index.html").read_text()
+    ranks = {
+        name: rank
+        for rank, row in re.findall(r"<tr><td>([^<]*)</td>(.*?)</tr>", page)
+        for name in ("model-a", "model-b")
+        if f">{name}<" in row
+    }
+    assert ranks == {"model-a": "–", "model-b": "1"}
+    assert "no answers" in page
