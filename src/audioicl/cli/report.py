@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from audioicl.analysis.report import DEFAULT_AUDIO_BUDGET, FLOOR_MODEL, ReportOptions, write_report
+from audioicl.analysis.report import (
+    DEFAULT_AUDIO_BUDGET,
+    FLOOR_MODEL,
+    ReportOptions,
+    check_same_results,
+    write_report,
+)
 from audioicl.analysis.report.accuracy import INTERVALS
 from audioicl.analysis.report.media import megabytes
 from audioicl.errors import AudioICLError
@@ -66,6 +72,8 @@ def run(args) -> int:
     if args.audio_budget_mb < 0:
         raise AudioICLError(f"--audio-budget-mb must be >= 0, got {args.audio_budget_mb}")
     check_output(args.out, "--out", folder=True)
+    if args.results is not None:
+        check_same_results(args.scores, args.results, args.floor)
     files = write_report(
         ReportOptions(
             scores=args.scores,

@@ -19,7 +19,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -235,6 +235,24 @@ def drop_error_lines(
         kept = [text for number, text in enumerate(handle, start=1) if number not in drop]
     write_atomic(path, "".join(kept), durable=True)
     return len(drop)
+
+
+def restore_order(path: Path, ids: Sequence[str]) -> bool:
+    """Rewrite ``path`` atomically with its lines in the order a fresh run writes them, ``ids`` (the meta
+    file's order), each id's presentations in order, lines of ids not in ``ids`` last in their order; each
+    line kept byte for byte. A resumed run appends what a stop left unasked at the end: this puts it back
+    (issue 40, item 7). Returns whether the file changed. Hold the file's lock."""
+    if not path.exists():
+        return False
+    lines = list(iter_results(path))
+    rank = {episode: index for index, episode in enumerate(ids)}
+    wanted = sorted(lines, key=lambda line: (rank.get(line.id, len(rank)), line.key.variation, line.line))
+    if [line.line for line in wanted] == [line.line for line in lines]:
+        return False
+    with path.open(encoding="utf-8", newline="") as handle:  # the line numbering of iter_results
+        texts = dict(enumerate(handle, start=1))
+    write_atomic(path, "".join(texts[line.line] for line in wanted), durable=True)
+    return True
 
 
 # --------------------------------------------------------------------------- merging shards

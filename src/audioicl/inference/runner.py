@@ -79,7 +79,7 @@ from audioicl.tasks import TASKS
 from .options import RUN_ORDERS, Report, RunOptions, RunOrder, Shard
 from .progress import Progress
 from .record import new_run_record, timed_run, update_run_record, with_backend
-from .results import LineKey, ResultsLog, drop_error_lines, results_name
+from .results import LineKey, ResultsLog, drop_error_lines, restore_order, results_name
 from .stopping import StopRequest
 
 T = TypeVar("T")
@@ -868,7 +868,11 @@ def _run_in(
                 study,
                 plan.variants,
             )
-            return _run_all(maker, backend, plan.work, folder, report, stop)
+            summary = _run_all(maker, backend, plan.work, folder, report, stop)
+            for k in selected:  # a resumed run's lines back in the meta order, as a fresh run writes them
+                ids = [entry.episode.id for entry in iter_meta(plan.metas[k])]
+                restore_order(folder / results_name(options.model_name, k), ids)
+            return summary
     finally:
         stop.backend = None
         if backend is not None and given is None:

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from audioicl.errors import AudioICLError
 from audioicl.files import write_atomic, writing
-from audioicl.scoring.lines import ScoredLine
 from audioicl.scoring.score import detail_path
 from audioicl.tasks.chance import chance_level
 
@@ -42,7 +41,14 @@ from .tables import (
     markdown_table,
 )
 
-__all__ = ["DEFAULT_AUDIO_BUDGET", "FLOOR_MODEL", "ReportFiles", "ReportOptions", "write_report"]
+__all__ = [
+    "DEFAULT_AUDIO_BUDGET",
+    "FLOOR_MODEL",
+    "ReportFiles",
+    "ReportOptions",
+    "check_same_results",
+    "write_report",
+]
 
 CLUSTER_BAND_LABEL = "95% cluster bootstrap over query clips (detail CSV)"
 DEFAULT_AUDIO_BUDGET = 24_000_000  # bytes of 16 kHz 16-bit FLAC embedded in the page, over all tasks
@@ -187,10 +193,12 @@ def scored_strictly(scores: Path) -> bool:
     return False
 
 
-def check_same_results(grid: AccuracyGrid, lines: list[ScoredLine], scores: Path, results: Path) -> None:
+def check_same_results(scores: Path, results: Path, floor: str = FLOOR_MODEL) -> None:
     """Refuse ``--results`` that are not the lines ``--scores`` scored: every scored (model, k, task) must have
     as many lines there (and, unless the scores are strict, as many correct), so that the confusions and the
-    examples shown are of the numbers shown (issue 40: the scores of one run beside another's examples)."""
+    examples shown are of the numbers shown (issue 40: the scores of one run beside another's examples).
+    ``audioicl report`` checks it before writing anything."""
+    grid, lines = load_grid(scores, floor), read_scored(results)
     strict = scored_strictly(scores)  # the lines here are judged by the original rules
     tally: dict[tuple[str, int, str], list[int]] = {}
     for line in lines:
@@ -241,9 +249,7 @@ def write_report(options: ReportOptions) -> ReportFiles:
     confusion_views: dict[str, tuple[ViewTable, ...]] = {}
     with_examples = options.results is not None and options.examples > 0
     if options.results is not None:
-        lines = read_scored(options.results)
-        check_same_results(grid, lines, options.scores, options.results)
-        lines = [line for line in lines if line.model in grid.models]  # a folder may hold more models
+        lines = [line for line in read_scored(options.results) if line.model in grid.models]  # may hold more
         confusion_views = confusions(lines, options.results, options.data)
         if with_examples:
             examples = select_examples(lines, options.examples, options.results, options.data)
