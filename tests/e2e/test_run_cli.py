@@ -309,11 +309,11 @@ def test_config_file_under_command_line(dataset, tmp_path):
 # --------------------------------------------------------------------------- preflight: refused before any work
 
 
-def _one_error_line(proc: subprocess.CompletedProcess) -> str:
+def _one_error_line(proc: subprocess.CompletedProcess, command: str = "run") -> str:
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("audioicl run: error: ")
+    assert lines[0].startswith(f"audioicl {command}: error: ")
     return lines[0]
 
 
@@ -341,13 +341,17 @@ def test_missing_clips_are_counted_up_front(dataset, tmp_path):
     )
 
 
-def test_meta_folder_as_data_root_says_did_you_mean(dataset, tmp_path):
-    line = _one_error_line(
-        audioicl(
-            "run", "--data", dataset / "meta", "--model", "builtin:random", "--out", tmp_path / "o", rc=2
-        )
-    )
-    assert f"did you mean --data {dataset}?" in line
+@pytest.mark.parametrize("given", ["meta", "data", "parent"])
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_a_folder_near_the_dataset_root_says_did_you_mean(dataset, tmp_path, command, given):
+    """Issue 40, item 8: ``validate ROOT/meta`` reported every clip missing (exit 1) where ``run`` said "did you
+    mean"; ``ROOT/data`` and the folder holding ROOT had no hint in either. Both now name ROOT, exit 2."""
+    folder = {"meta": dataset / "meta", "data": dataset / "data", "parent": dataset.parent}[given]
+    args = ["validate", folder] if command == "validate" else [
+        "run", "--data", folder, "--model", "builtin:random", "--out", tmp_path / "o"
+    ]  # fmt: skip
+    line = _one_error_line(audioicl(*args, rc=2), command)
+    assert line.endswith(f"did you mean {dataset}?"), line
     assert not (tmp_path / "o").exists()
 
 

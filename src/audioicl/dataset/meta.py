@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -279,9 +279,49 @@ def find_meta_files(root: str | os.PathLike) -> dict[int, Path]:
             found[k] = path
         if found:
             return dict(sorted(found.items()))
+    hint = meant_root(root)
     raise AudioICLError(
-        "no meta files (*_k<k>.jsonl) in the dataset root or its meta/ folder", file=str(root)
+        "no meta files (*_k<k>.jsonl) in the dataset root or its meta/ folder"
+        + (f"; did you mean {hint}?" if hint is not None else ""),
+        file=str(root),
     )
+
+
+def _holds_meta(folder: Path) -> bool:
+    """Whether ``folder`` has meta files (``*_k<k>.jsonl``) in it or in its ``meta/``."""
+    return any(
+        K_PATTERN.search(path.name)
+        for sub in META_DIRS
+        if (folder / sub).is_dir()
+        for path in (folder / sub).glob("*_k*.jsonl")
+    )
+
+
+def meant_root(given: str | os.PathLike) -> Path | None:
+    """The dataset root a user most likely meant by ``given``, which is not one or not the whole of one: the
+    folder above ``ROOT/meta`` (whose clips lie beside it) or ``ROOT/data``, a folder above those, or the one
+    folder inside ``given`` that is a dataset root (``--data .`` beside it). None: no such folder."""
+    given = Path(given)
+    for parent in list(given.parents)[:2]:
+        if _holds_meta(parent) and (parent / "data").is_dir():
+            return parent
+    try:
+        inside = [child for child in sorted(given.iterdir()) if child.is_dir() and _holds_meta(child)]
+    except OSError:
+        return None
+    return inside[0] if len(inside) == 1 else None
+
+
+def check_dataset_root(root: Path, metas: Mapping[int, Path]) -> None:
+    """Refuse ``ROOT/meta`` given as the root (its meta files are found, but the clips lie beside it, not in
+    it): ``run`` and ``validate`` alike, with the folder meant."""
+    folder = root.resolve()
+    at_top = any(path.parent.resolve() == folder for path in metas.values())
+    if folder.name == "meta" and at_top and not (folder / "data").is_dir():
+        meant = root.parent if root.name == "meta" else folder.parent
+        raise AudioICLError(
+            f"{root} is the meta/ folder of a dataset, whose clips lie beside it; did you mean {meant}?"
+        )
 
 
 def resolve_audio_path(root: str | os.PathLike, audio_path: str) -> Path:

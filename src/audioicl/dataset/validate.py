@@ -28,7 +28,7 @@ from audioicl.tasks import TASKS, LabelSpace, TaskSpec, task_names
 from audioicl.tasks.anomaly import MACHINE_TYPES
 
 from .manifest import MANIFEST_NAME, ListedFile, read_manifest
-from .meta import MetaLine, find_meta_files, resolve_audio_path, scan_meta
+from .meta import MetaLine, check_dataset_root, find_meta_files, meant_root, resolve_audio_path, scan_meta
 
 # Problem kinds, in the order the report lists them.
 MALFORMED = "malformed"
@@ -569,6 +569,7 @@ def validate(
     """Check a dataset root; raises ``AudioICLError`` only when there is nothing to check (no folder/meta)."""
     root = Path(root)
     meta_files = find_meta_files(root)
+    check_dataset_root(root, meta_files)
     problems: list[Problem] = []
     lines_by_k: dict[int, list[MetaLine]] = {}
     for k, path in meta_files.items():
@@ -584,7 +585,11 @@ def validate(
         problems += check_manifest(root, verify_hashes, pool, notes)
     missing = sum(p.kind == MISSING_AUDIO for p in audio_problems)
     if uses and missing == len(uses):
-        notes.append(f"none of the {len(uses)} audio files exists: is {root} the dataset root (with data/)?")
+        meant = meant_root(root)
+        notes.append(
+            f"none of the {len(uses)} audio files exists: is {root} the dataset root (with data/)?"
+            + (f" Did you mean {meant}?" if meant is not None else "")
+        )
     episodes_by_k = {k: [item.episode for item in lines] for k, lines in lines_by_k.items()}
     return Report(
         root=str(root),

@@ -62,7 +62,7 @@ from audioicl.backends.base import (
     check_model,
 )
 from audioicl.backends.families.registry import declared_clip_limit
-from audioicl.dataset.meta import find_meta_files, iter_meta, k_of, resolve_audio_path
+from audioicl.dataset.meta import check_dataset_root, find_meta_files, iter_meta, k_of, resolve_audio_path
 from audioicl.dataset.sidecar import Sidecar, load_sidecar
 from audioicl.errors import AudioICLError, refuse_duplicate_ids
 from audioicl.files import FileLock, check_output, create_folder, remove_empty_folders
@@ -583,17 +583,6 @@ def _study_episodes(
 MISSING_SHOWN = 3  # missing clips named in the refusal
 
 
-def _check_root(data: Path, metas: Mapping[int, Path]) -> None:
-    """Refuse ``ROOT/meta`` given as the root: the meta files are in it and the clips beside it."""
-    folder = data.resolve()
-    at_top = any(path.parent.resolve() == folder for path in metas.values())
-    if folder.name == "meta" and at_top and not (folder / "data").is_dir():
-        root = data.parent if data.name == "meta" else folder.parent
-        raise AudioICLError(
-            f"{data} is the meta/ folder of a dataset, whose clips lie beside it; did you mean --data {root}?"
-        )
-
-
 def _check_out(options: RunOptions) -> None:
     """Refuse an output folder that cannot be made or written, or one inside the dataset root."""
     check_output(options.out, "--out", folder=True)
@@ -730,7 +719,7 @@ def preflight(
     packages; ``"none"`` nothing, for a backend already loaded)."""
     _validate(options)
     metas = _meta_files(options)
-    _check_root(options.data, metas)
+    check_dataset_root(options.data, metas)
     _check_out(options)
     if model != "none":
         check_model(options.model, import_kind=False)
