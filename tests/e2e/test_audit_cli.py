@@ -159,6 +159,12 @@ def test_audit_fails_the_original_remap_construction_and_margin_lets_it_pass(tmp
     assert "AudioRemap k=5: copy" in done.stdout
     done = audioicl("audit", root, "--json", tmp_path / "b.json", "--margin", "100", "--workers", "1")
     assert done.returncode == 0 and "no shortcut beats its baseline" in done.stdout
+    # issue 40, item 13: without --json nothing is written (it wrote ./audit.json, over the last one, unsaid)
+    before = sorted(tmp_path.rglob("*"))
+    done = cli.audioicl("audit", root, "--margin", "100", "--workers", "1", cwd=tmp_path, timeout=600)
+    assert done.returncode == 0 and "wrote" not in done.stdout and sorted(tmp_path.rglob("*")) == before
+    done = audioicl("audit", root, "--json", tmp_path / "b.json", "--margin", "100", "--workers", "1")
+    assert f"wrote {tmp_path / 'b.json'} (replacing the earlier one)" in done.stdout
 
 
 def test_audit_of_the_reference_meta_files_without_audio(tmp_path: Path):

@@ -283,3 +283,36 @@ def test_limit_run_is_labelled_a_subset(tmp_path: Path, nine_tasks: Path):
     cli.audioicl("report", "--scores", out, "--out", report, rc=0, timeout=120)
     markdown = (report / "report.md").read_text(encoding="utf-8")
     assert "(subset)" in markdown and "subset: first 1 episode per task (9 of 27 episodes)" in markdown
+
+
+@pytest.mark.parametrize("given", ["existing", "new"])
+def test_out_and_scores_take_a_folder_as_every_other_command(tmp_path: Path, given: str):
+    """Issue 40, item 12: ``score --out NEWDIR`` wrote a file named NEWDIR, ``score --out DIR`` was refused, and
+    ``report --scores DIR`` said "Is a directory". A folder now holds ``summary.csv`` and its companions."""
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=1)
+    write_results(tmp_path / "runs" / "m_results_k1.jsonl", episodes, lambda gt: gt)
+    folder = tmp_path / "scores"
+    if given == "existing":
+        folder.mkdir()
+    done = audioicl_score("--in", tmp_path / "runs", "--out", folder, "--data", data)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "summary.csv", "summary_coverage.csv", "summary_detail.csv"
+    ]  # fmt: skip
+    assert f"summary {folder / 'summary.csv'}" in done.stdout
+    report = cli.audioicl("report", "--scores", folder, "--results", tmp_path / "runs", "--out", tmp_path / "r",
+                          rc=0)  # fmt: skip
+    assert (tmp_path / "r" / "report.html").is_file(), report.stderr
+
+
+def test_one_task_is_said_in_the_singular(tmp_path: Path):
+    """Issue 40, item 14: "over all 1 tasks"."""
+    data = tmp_path / "data"
+    episodes = [ep for ep in write_bare_meta(data, per_task=1) if ep[1] == "AudioCount"]
+    meta = data / "meta" / "meta_k1.jsonl"  # a dataset of the one task
+    meta.write_text("".join(line for line in meta.read_text().splitlines(True) if '"AudioCount"' in line))
+    write_results(tmp_path / "runs" / "m_results_k1.jsonl", episodes, lambda gt: gt)
+    done = audioicl_score("--in", tmp_path / "runs", "--out", tmp_path / "s.csv", "--data", data)
+    assert done.returncode == 0, done.stderr
+    assert "100.0% over the one task" in done.stdout and "1 tasks" not in done.stdout

@@ -53,3 +53,28 @@ def test_tasks_table():
     ]
     assert rows["AudioRemap"].split()[-2] == "3k+3" and rows["MorseCode"].split()[-2] == "k+27"
     assert rows["AnomalyDetect"].split()[-3:-1] == ["50.0%", "2k+1"]
+
+
+def test_the_k_legend_says_what_the_column_holds():
+    """Issue 40, item 14: the legend called k ranges up to 0-64+ "what the default build makes" (1..5)."""
+    table = audioicl("tasks").stdout
+    assert (
+        "can make of the task from the built-in sounds" in table
+        and "the default build makes k = 1-5" in table
+    )
+
+
+def test_a_reader_that_goes_away_ends_the_listing_quietly():
+    """``audioicl backends | head -1`` printed a BrokenPipeError traceback: the reader here has gone before the
+    listing is written; the command ends as one killed by SIGPIPE does (141), without a word."""
+    import subprocess
+
+    command = " ".join(cli.command("backends"))
+    proc = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {command} | true; echo rc=$?"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+    assert proc.stdout.strip() in ("rc=141", "rc=0")  # 0: the listing fit the pipe before the reader went

@@ -23,7 +23,7 @@ def _add(sub):
             "the query label distribution, recurring and duplicate clips, labels readable from file names, "
             "and how well duration, RMS, background level and energy below 20 Hz alone predict the label. "
             "Works without the audio (paths only: the feature and duplicate checks are skipped). Prints a "
-            "table, writes JSON, exits 1 when a shortcut beats the baseline (chance; the text-only floor "
+            "table (and, with --json FILE, JSON), exits 1 when a shortcut beats the baseline (chance; the text-only floor "
             "for the count and operator tasks, whose published construction it is) by more than --margin "
             "and significantly (exact one-sided binomial test, Holm's correction over every shortcut "
             "tested); a shortcut with too few episodes to reach significance is reported, not failed."
@@ -33,9 +33,8 @@ def _add(sub):
     p.add_argument(
         "--json",
         type=Path,
-        default=Path("audit.json"),
         metavar="FILE",
-        help="JSON report (default ./audit.json)",
+        help="also write the report as JSON to FILE (default: none; it was ./audit.json, overwritten unsaid)",
     )
     p.add_argument(
         "--margin",
@@ -51,12 +50,15 @@ def _add(sub):
 def run(args) -> int:
     if args.workers < 1:
         raise AudioICLError("--workers must be at least 1")
-    check_output(args.json, "--json", folder=False)  # before the audit, not after it
+    if args.json is not None:
+        check_output(args.json, "--json", folder=False)  # before the audit, not after it
     report = audit(
         args.root, margin=args.margin, workers=args.workers, say=lambda line: print(line, file=sys.stderr)
     )
     print(format_report(report))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(args.json, json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
-    print(f"\nwrote {args.json}")
+    if args.json is not None:
+        replaced = " (replacing the earlier one)" if args.json.exists() else ""
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(args.json, json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
+        print(f"\nwrote {args.json}{replaced}")
     return 0 if report.ok else 1

@@ -134,6 +134,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except AudioICLError as exc:
         print(f"audioicl {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_USAGE)
+    except BrokenPipeError:  # the reader of stdout went away (| head): as a tool killed by SIGPIPE, silently
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail
+        return 128 + signal.SIGPIPE
     except OSError as exc:
         if exc.errno not in STORAGE_ERRNOS:
             raise

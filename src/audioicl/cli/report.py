@@ -15,6 +15,7 @@ from audioicl.analysis.report.accuracy import INTERVALS
 from audioicl.analysis.report.media import megabytes
 from audioicl.errors import AudioICLError
 from audioicl.files import check_output
+from audioicl.scoring.score import SUMMARY_NAME
 
 from .options import command
 
@@ -30,7 +31,12 @@ def _add(sub):
             "episodes per task with their audio, prompt and each model's response."
         ),
     )
-    p.add_argument("--scores", type=Path, required=True, help="summary CSV written by 'audioicl score'")
+    p.add_argument(
+        "--scores",
+        type=Path,
+        required=True,
+        help="summary CSV written by 'audioicl score' (or the folder holding its summary.csv)",
+    )
     p.add_argument("--results", type=Path, help="results folder, for example episodes")
     p.add_argument(
         "--data",
@@ -72,6 +78,8 @@ def run(args) -> int:
     if args.audio_budget_mb < 0:
         raise AudioICLError(f"--audio-budget-mb must be >= 0, got {args.audio_budget_mb}")
     check_output(args.out, "--out", folder=True)
+    if args.scores.is_dir():
+        args.scores = args.scores / SUMMARY_NAME
     if args.results is not None:
         check_same_results(args.scores, args.results, args.floor)
     files = write_report(

@@ -8,6 +8,7 @@ from pathlib import Path
 from audioicl.files import check_output
 from audioicl.scoring.coverage import coverage_path, describe_gaps, describe_mean, format_coverage
 from audioicl.scoring.score import (
+    SUMMARY_NAME,
     ResultKeys,
     ScoreOptions,
     detail_path,
@@ -41,7 +42,13 @@ def _add(sub):
     p.add_argument(
         "--in", dest="input", metavar="DIR", type=Path, required=True, help="folder searched recursively"
     )
-    p.add_argument("--out", metavar="CSV", type=Path, required=True, help="summary CSV to write")
+    p.add_argument(
+        "--out",
+        metavar="CSV",
+        type=Path,
+        required=True,
+        help="summary CSV to write; a folder (one that exists, or a name without .csv) gets DIR/summary.csv",
+    )
     p.add_argument(
         "--detail", metavar="CSV", type=Path, help="detail CSV (default: <out stem>_detail.csv next to --out)"
     )
@@ -113,6 +120,14 @@ def _add(sub):
     return p
 
 
+def summary_file(out: Path) -> Path:
+    """``--out`` as the summary CSV: a folder (existing, or a new name without the ``.csv`` suffix, as the
+    other commands' ``--out`` are folders) holds ``summary.csv``."""
+    if out.is_dir() or not out.exists() and out.suffix.lower() != ".csv":
+        return out / SUMMARY_NAME
+    return out
+
+
 @command(_add)
 def run(args) -> int:
     models = parse_names(args.only_model) if args.only_model else None
@@ -125,6 +140,7 @@ def run(args) -> int:
         query_clips=query_clips_of(args.data) if args.data else None,
         data=args.data,
     )
+    args.out = summary_file(args.out)
     detail = args.detail or detail_path(args.out)
     coverage = args.coverage or coverage_path(args.out)
     check_output(args.out, "--out", folder=False)

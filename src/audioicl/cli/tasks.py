@@ -17,7 +17,8 @@ def _add(sub):
             "List the benchmark's tasks in benchmark order: the family (the task module), the answer kind, "
             "the label space (and how many labels), what a uniform guess scores, the clips a k-shot prompt "
             "holds (k demos and the query, plus the Morse alphabet bank that MorseCode prompts show by "
-            "default) and the k that 'audioicl build --k' makes for the default build."
+            "default) and the k that 'audioicl build --k' can make of it from the built-in sounds (the default "
+            "build makes 1-5)."
         ),
     )
     p.add_argument("--json", action="store_true", help="print the list as JSON")
@@ -46,7 +47,8 @@ def format_tasks(infos) -> str:
     lines.append("")
     lines.append(
         "clips: in a k-shot prompt (demo clips x k + query clips, with MorseCode's 26-clip alphabet bank); "
-        "k: what the default build makes (0: zero-shot; N+: no limit found up to N)"
+        "k: the shots 'build --k' can make of the task from the built-in sounds (0: zero-shot; N+: every k tried "
+        "up to N builds); the default build makes k = 1-5"
     )
     return "\n".join(lines)
 

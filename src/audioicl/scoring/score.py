@@ -44,6 +44,7 @@ from .rules import UNPARSED, rule_table
 from .stats import cluster_bootstrap, wilson_interval
 
 SUMMARY_HEADER = ("model", "shots", "task", "accuracy", "n")
+SUMMARY_NAME = "summary.csv"  # the summary CSV's name in a folder given for it
 DETAIL_COUNTS = ("correct", "unparsed", "errors")
 DETAIL_CLUSTERS = ("query_clips", "cluster_ci_low", "cluster_ci_high")
 DETAIL_COMPLIANCE = ("parsed_share", "accuracy_parsed")

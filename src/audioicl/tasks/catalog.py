@@ -37,7 +37,9 @@ class TaskInfo:
     clips_per_query: int
     shared_clips: int  # clips every prompt shows besides the demos and query (the Morse alphabet bank)
     roles: tuple[str, ...]  # of a multi-clip task's clips
-    k_max: int | None  # the largest k the default build makes; None: no limit up to K_SCAN_LIMIT
+    k_max: (
+        int | None
+    )  # the largest k a build can make from the built-in sounds; None: none up to K_SCAN_LIMIT
 
     def clips_at(self, k: int) -> int:
         """Clips in a k-shot prompt (with the shared bank, which ``--morse-bank`` shows by default)."""
