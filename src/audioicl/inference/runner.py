@@ -447,6 +447,7 @@ def run_window(
     requests = built.requests
     started = time.perf_counter()
     responses, call_error = _generate(backend, requests, config) if requests else ([], None)
+    # each line's share of the call (a batched call has no per-prompt latency): documented in docs/cli.md
     seconds = (time.perf_counter() - started) / max(len(requests), 1)
     answered = {
         id(p): (chat, response) for p, chat, response in zip(built.ok, built.chats, responses, strict=True)
