@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import json
 import os
 import re
 import sys
@@ -182,7 +183,11 @@ def test_mockllm_log_imports_and_scores_as_inspect(tiny_dataset, tmp_path):
 
     out = tmp_path / "results"
     audioicl("import-inspect", log.location, "--out", out)
-    assert sorted(p.name for p in out.iterdir()) == ["model_results_k1.jsonl", "model_results_k2.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == [  # the provider kept (issue 40, item 5)
+        "mockllm-model_results_k1.jsonl",
+        "mockllm-model_results_k2.jsonl",
+        "mockllm-model_run.json",
+    ]
     summary = tmp_path / "summary.csv"
     audioicl("score", "--in", out, "--out", summary, "--data", tiny_dataset)
     rows = list(csv.DictReader(summary.open(newline="")))
@@ -198,7 +203,7 @@ def test_mockllm_log_imports_and_scores_as_inspect(tiny_dataset, tmp_path):
     assert {(r["shots"], r["task"]) for r in rows} == set(verdicts)
     for row in rows:
         right = verdicts[(row["shots"], row["task"])]
-        assert row["model"] == "model"
+        assert row["model"] == "mockllm-model"
         assert int(row["n"]) == len(right)
         assert row["accuracy"] == f"{sum(right) / len(right):.6f}"
     assert any(float(r["accuracy"]) > 0 for r in rows) and any(float(r["accuracy"]) < 1 for r in rows)
@@ -208,6 +213,25 @@ def test_mockllm_log_imports_and_scores_as_inspect(tiny_dataset, tmp_path):
     # a second import into the same folder is refused, not mixed
     again = cli.audioicl("import-inspect", log.location, "--out", out, rc=2)
     assert "already there" in again.stderr
+
+
+def test_an_eval_of_some_tasks_imports_as_a_subset(tiny_dataset, tmp_path):
+    """Issue 40, item 5: an eval of some tasks scored "incomplete: ... have no line" (a crashed run's status);
+    the run record the import writes holds the eval's selection, so it is a subset, named as such."""
+    model = get_model("mockllm/model", custom_outputs=_last_label)
+    task = audioicl_bench(data=str(tiny_dataset), k=1, tasks="AudioCount,MorseCode", limit=2, audio="data")
+    log = _eval(task, model, tmp_path / "logs")
+    out = tmp_path / "results"
+    audioicl("import-inspect", log.location, "--out", out)
+    record = json.loads((out / "mockllm-model_run.json").read_text())
+    assert record["model"] == "inspect:mockllm/model" and record["data"] == str(tiny_dataset)
+    assert [(r["shots"], r["tasks"], r["limit"]) for r in record["runs"]] == [
+        ([1], ["AudioCount", "MorseCode"], 2)
+    ]
+    audioicl("score", "--in", out, "--out", tmp_path / "scores")
+    (row,) = list(csv.DictReader((tmp_path / "scores" / "summary_coverage.csv").open(newline="")))
+    assert row["status"] == "subset" and row["episodes_selected"] == "4", row
+    assert "tasks AudioCount, MorseCode; first 2 episodes per task" in row["selection"]
 
 
 def test_import_refuses_other_logs_and_names_conditions(tiny_dataset, tmp_path):

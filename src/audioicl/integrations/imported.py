@@ -16,6 +16,7 @@ from pathlib import Path
 
 from audioicl.errors import AudioICLError
 from audioicl.files import check_output, write_atomic
+from audioicl.inference.record import dumps_record, run_record_name
 from audioicl.inference.results import results_name
 from audioicl.records import Result
 
@@ -28,6 +29,52 @@ class Imported:
     k: int
     result: Result
     source: str  # the log it came from (for errors)
+
+
+# The settings of a run that change answers, as the tools' task arguments name them, with their defaults.
+RUN_SETTINGS: dict[str, object] = {
+    "style": "specific",
+    "layout": "original",
+    "control": None,
+    "seed": 0,
+    "max_new_tokens": 16,
+    "morse_bank": "auto",
+}
+
+
+@dataclass(frozen=True)
+class ImportedRun:
+    """What one log's eval asked, for the run record beside the imported results (``write_results``): the
+    tool's model id (``inspect:openai/gpt-4o``), the dataset root, the k (None: all), the tasks (None: all),
+    the first ``limit`` episodes of each, the settings (``RUN_SETTINGS``) and the log it came from."""
+
+    model: str
+    data: str | None
+    shots: list[int] | None
+    tasks: list[str] | None
+    limit: int | None
+    settings: Mapping[str, object]
+    source: str
+
+    def selection(self) -> dict[str, object]:
+        """The record's run entry (``inference.record.record_selections`` reads it)."""
+        return {"shots": self.shots, "tasks": self.tasks, "limit": self.limit, "source": self.source}
+
+
+def run_record(name: str, runs: list[ImportedRun]) -> dict[str, object]:
+    """The ``<model>_run.json`` of imported results: the first run's model, data and settings, every run's
+    selection, no fingerprint (the dataset may not be on this machine: the coverage reads it from ``data``)."""
+    first = runs[0]
+    return {
+        "model": first.model,
+        "model_name": name,
+        "data": first.data,
+        "dataset_fingerprint": None,
+        "settings": dict(first.settings),
+        "shard": None,
+        "runs": [run.selection() for run in runs],
+        "imported": True,
+    }
 
 
 @dataclass(frozen=True)
@@ -55,14 +102,18 @@ def group_results(items: Iterable[Imported]) -> dict[tuple[str, int], list[Impor
     return grouped
 
 
-def write_results(out: Path, items: Iterable[Imported]) -> list[WrittenFile]:
-    """Write each (model, k)'s lines as ``out/<model>_results_k<k>.jsonl``; refuses a file already there."""
+def write_results(
+    out: Path, items: Iterable[Imported], runs: Mapping[str, list[ImportedRun]] | None = None
+) -> list[WrittenFile]:
+    """Write each (model, k)'s lines as ``out/<model>_results_k<k>.jsonl`` and, for the models ``runs``
+    knows, ``out/<model>_run.json`` (``run_record``); refuses a file already there."""
     grouped = group_results(items)
     if not grouped:
         raise AudioICLError("the logs hold no answered sample to import")
     check_output(out, "--out", folder=True)
     paths = {key: out / results_name(*key) for key in grouped}
-    present = [str(path) for path in paths.values() if path.exists()]
+    records = {out / run_record_name(name): run_record(name, found) for name, found in (runs or {}).items()}
+    present = [str(path) for path in [*paths.values(), *records] if path.exists()]
     if present:
         raise AudioICLError(
             f"{', '.join(present)} already there; import into an empty folder (results are not mixed)"
@@ -75,6 +126,8 @@ def write_results(out: Path, items: Iterable[Imported]) -> list[WrittenFile]:
         write_atomic(paths[key], text.encode("utf-8"))
         errors = sum(1 for item in lines if item.result.extra.get("status") == "error")
         written.append(WrittenFile(paths[key], len(lines), errors))
+    for path, record in records.items():
+        write_atomic(path, dumps_record(record))
     return written
 
 

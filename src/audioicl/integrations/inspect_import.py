@@ -4,10 +4,15 @@ Each sample of a log becomes one line of ``<model>_results_k<k>.jsonl`` (SPEC §
 ``task``, ``response`` (the model's completion, stripped; None when the sample ended in an error), ``gt`` (the
 target), and extras: ``status``/``error`` as ``audioicl run`` writes them, ``k``, ``model`` (inspect's model
 id), ``condition``, ``source: "inspect"``, ``inspect_log``, ``inspect_sample_id`` and ``inspect_score``
-(inspect's own verdict, C or I). ``<model>`` is the last component of inspect's model id
-(``openai/gpt-4o-audio-preview`` → ``gpt-4o-audio-preview``), with ``+<condition>`` under a study condition,
-as ``audioicl run`` names its files; ``name`` replaces the model part. A log run with several epochs gives
-epoch ``epoch`` (1) only: a results file holds one answer per episode.
+(inspect's own verdict, C or I). ``<model>`` is inspect's provider and the last component of its model id
+(``openai/gpt-4o-audio-preview`` → ``openai-gpt-4o-audio-preview``, ``mockllm/model`` → ``mockllm-model``: two
+providers' models of one name stay apart), with ``+<condition>`` under a study condition, as ``audioicl run``
+names its files; ``name`` replaces the model part. A log run with several epochs gives epoch ``epoch`` (1) only:
+a results file holds one answer per episode.
+
+Beside them, ``<model>_run.json`` records what the eval asked, from the task's arguments: the dataset root, the
+k, the tasks and ``limit`` of each log (a run's selection, so that ``audioicl score`` calls an eval of some tasks
+a subset, not a crashed run), and the settings that change answers (style, layout, seed, max_new_tokens).
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ from typing import Any
 
 from audioicl.errors import AudioICLError
 
-from .episodes import results_model_name
-from .imported import Imported, WrittenFile, result_line, write_results
+from .episodes import parse_shots, results_model_name
+from .imported import RUN_SETTINGS, Imported, ImportedRun, WrittenFile, result_line, write_results
 
 TASK_NAME = "audioicl_bench"
 
@@ -64,8 +69,8 @@ def _error_text(sample: Any) -> str | None:
     return None
 
 
-def log_results(path: Path, *, name: str | None = None, epoch: int = 1) -> Iterator[Imported]:
-    """The lines of one log (see the module docstring)."""
+def read_log(path: Path) -> Any:
+    """The inspect log at ``path``, if it is one of ``audioicl_bench`` with its samples."""
     from inspect_ai.log import read_eval_log
 
     try:
@@ -77,6 +82,38 @@ def log_results(path: Path, *, name: str | None = None, epoch: int = 1) -> Itera
         raise NotOurs(f"the log is of task {log.eval.task!r}, not audioicl/{TASK_NAME}", file=str(path))
     if log.samples is None:
         raise AudioICLError("the log holds no samples (written with --no-log-samples?)", file=str(path))
+    return log
+
+
+def inspect_model_name(model: str) -> str:
+    """``provider/.../name`` → ``provider-name``: the provider kept (``mockllm/model`` → ``mockllm-model``)."""
+    provider, _, rest = model.partition("/")
+    last = rest.rstrip("/").rsplit("/", 1)[-1]
+    return f"{provider}-{last}" if last else provider
+
+
+def log_run(log: Any, path: Path) -> ImportedRun:
+    """What one log's eval asked: the task's arguments as ``audioicl run`` records a run's."""
+    args = dict(log.eval.task_args or {})
+    shots = args.get("k")
+    tasks = args.get("tasks")
+    return ImportedRun(
+        model=f"inspect:{log.eval.model}",
+        data=str(args["data"]) if args.get("data") else None,
+        shots=None
+        if shots is None
+        else parse_shots(",".join(map(str, shots)) if isinstance(shots, list) else str(shots)),
+        tasks=None
+        if not tasks
+        else (tasks.split(",") if isinstance(tasks, str) else [str(t) for t in tasks]),
+        limit=args.get("limit"),
+        settings={key: args.get(key, default) for key, default in RUN_SETTINGS.items()},
+        source=f"inspect log {path}",
+    )
+
+
+def log_results(log: Any, path: Path, *, name: str | None = None, epoch: int = 1) -> Iterator[Imported]:
+    """The lines of one log (see the module docstring)."""
     model = log.eval.model
     for sample in log.samples:
         if getattr(sample, "epoch", 1) != epoch:
@@ -112,7 +149,7 @@ def log_results(path: Path, *, name: str | None = None, epoch: int = 1) -> Itera
                 "audio_paths": list(meta.get("audio_paths") or []),
             },
         )
-        yield Imported(results_model_name(model, condition, name), k, line, str(path))
+        yield Imported(results_model_name(name or inspect_model_name(model), condition), k, line, str(path))
 
 
 def import_inspect(
@@ -120,12 +157,18 @@ def import_inspect(
 ) -> list[WrittenFile]:
     """Write the results files of ``logs`` (files, or folders of them) into ``out``."""
     items: list[Imported] = []
+    runs: dict[str, list[ImportedRun]] = {}
     for path, named in _log_files(logs):
         try:
-            items.extend(log_results(path, name=name, epoch=epoch))
+            log = read_log(path)
         except NotOurs:
             if named:
                 raise
+            continue
+        found = list(log_results(log, path, name=name, epoch=epoch))
+        items.extend(found)
+        for model in dict.fromkeys(item.model for item in found):
+            runs.setdefault(model, []).append(log_run(log, path))
     if not items:
         raise AudioICLError(f"no audioicl/{TASK_NAME} sample in {', '.join(map(str, logs))}")
-    return write_results(Path(out), items)
+    return write_results(Path(out), items, runs)
