@@ -19,7 +19,7 @@ from audioicl.analysis.report import ReportOptions, write_report
 from audioicl.analysis.report.accuracy import load_grid
 from audioicl.analysis.report.examples import interleave, read_scored, select_examples
 from audioicl.analysis.report.media import AudioBudget, megabytes
-from audioicl.analysis.report.tables import accuracy_table, markdown_table
+from audioicl.analysis.report.tables import MEAN_ROW, accuracy_tables, markdown_table
 from audioicl.audio import write_wav
 from audioicl.scoring.score import score_folder
 from audioicl.tasks.chance import chance_level
@@ -203,21 +203,21 @@ def test_table_rows_columns_and_wilson_cells(tmp_path):
     grid = load_grid(scores)
     assert grid.tasks == TASKS  # benchmark order, not alphabetical
     assert grid.models == ("modelA", "modelB") and grid.shots == (1, 3)
-    table = accuracy_table(grid)
-    assert table.columns == (("modelA", 1), ("modelA", 3), ("modelB", 1), ("modelB", 3))
-    assert [row.label for row in table.rows] == [*TASKS, "mean over tasks"]
-    # 50 of 100: Wilson 95% interval [40.4, 59.6]
-    assert table.rows[0].cells[0].text == "50.0% [40.4, 59.6]"
-    assert table.rows[0].chance == "12.5%"
-    assert table.rows[1].chance == "≈ 0"
-    anomaly = table.rows[3]
-    assert anomaly.cells[2].text == "–"  # modelB has no AnomalyDetect row at k=1
-    mean = table.rows[4]
-    assert mean.cells[0].text == "31.2%"  # (50 + 0 + 20 + 55) / 4 = 31.25
-    assert mean.cells[2].text == "13.7% (3/4 tasks)"  # (25 + 1 + 15) / 3
-    lines = markdown_table(table).splitlines()
-    assert len(lines) == 2 + len(TASKS) + 1
-    assert lines[0] == "| task | chance | modelA k=1 | modelA k=3 | modelB k=1 | modelB k=3 |"
+    tables = accuracy_tables(grid)
+    assert [(t.model, t.shots) for t in tables] == [("modelA", (1, 3)), ("modelB", (1, 3))]  # a table a model
+    a, b = tables
+    assert [row.label for row in a.rows] == [*TASKS, "mean over tasks"]  # no coverage CSV: no episodes row
+    # 50 of 100: Wilson 95% interval [40.4, 59.6], its n written out under it
+    assert (a.rows[0].cells[0].text, a.rows[0].cells[0].detail) == ("50.0% [40.4, 59.6]", "n 100")
+    assert a.rows[0].chance == "12.5%"
+    assert a.rows[1].chance == "≈ 0"
+    assert b.rows[3].cells[0].text == "–"  # modelB has no AnomalyDetect row at k=1
+    assert a.rows[4].cells[0].text == "31.2%"  # (50 + 0 + 20 + 55) / 4 = 31.25
+    assert b.rows[4].cells[0].text == "13.7% (3/4 tasks)"  # (25 + 1 + 15) / 3
+    lines = markdown_table(a).splitlines()
+    assert lines[0] == "### modelA" and lines[2] == "| task | chance | k=1 | k=3 |"
+    assert lines[4] == "| AudioCount | 12.5% | 50.0% [40.4, 59.6] (n 100) | 70.0% [60.4, 78.1] (n 100) |"
+    assert len(lines) == 2 + 2 + len(TASKS) + 1
 
 
 def test_cells_say_how_many_episodes_were_error_lines(tmp_path):
@@ -226,7 +226,7 @@ def test_cells_say_how_many_episodes_were_error_lines(tmp_path):
     summary.write_text(
         "model,shots,task,accuracy,n\r\nm,1,AudioRemap,0.500000,4\r\nm,1,AudioCount,1.000000,2\r\n"
     )
-    assert accuracy_table(load_grid(summary)).rows[1].cells[0].text == "50.0% [15.0, 85.0]"
+    assert accuracy_tables(load_grid(summary))[0].rows[1].cells[0].text == "50.0% [15.0, 85.0]"
     detail = tmp_path / "summary_detail.csv"
     detail.write_text(
         "model,shots,task,accuracy,n,correct,unparsed,errors,ci_low,ci_high,scoring\r\n"
@@ -234,12 +234,16 @@ def test_cells_say_how_many_episodes_were_error_lines(tmp_path):
         "m,1,AudioCount,1.000000,2,2,0,0,0.342372,1.000000,original\r\n"
     )
     for scores in (summary, detail):
-        rows = accuracy_table(load_grid(scores)).rows
+        (table,) = accuracy_tables(load_grid(scores))
+        rows = table.rows
         assert [row.label for row in rows[:2]] == ["AudioCount", "AudioRemap"]
         assert rows[0].cells[0].text == "100.0% [34.2, 100.0]"
-        assert rows[1].cells[0].text == "50.0% [15.0, 85.0] (1 of 4 errors)"
+        assert (rows[1].cells[0].text, rows[1].cells[0].detail) == (
+            "50.0% [15.0, 85.0]",
+            "n 4, 1 of them error lines",
+        )
         assert "1 error lines" in rows[1].cells[0].title
-        assert "(1 of 4 errors)" in markdown_table(accuracy_table(load_grid(scores)))
+        assert "(n 4, 1 of them error lines)" in markdown_table(table)
 
 
 CLUSTER_DETAIL = (
@@ -260,8 +264,8 @@ def test_cluster_intervals_come_from_the_detail_csv_and_are_labelled(tmp_path):
     (tmp_path / "summary_detail.csv").write_text(CLUSTER_DETAIL)
     for scores in (summary, tmp_path / "summary_detail.csv"):
         grid = load_grid(scores, interval="cluster")
-        rows = accuracy_table(grid).rows
-        assert rows[1].cells[0].text == "50.0% [0.0, 100.0] (1 of 4 errors)"  # the bootstrap's, wider
+        rows = accuracy_tables(grid)[0].rows
+        assert rows[1].cells[0].text == "50.0% [0.0, 100.0]"  # the bootstrap's, wider
         assert rows[0].cells[0].text == "100.0% [34.2, 100.0]"  # Wilson's: the bootstrap's is a point here
         assert "cluster" in grid.interval_label
     assert "Wilson" in load_grid(summary).interval_label
@@ -401,7 +405,7 @@ def test_report_files_and_html_structure(tmp_path):
     assert len(sources) == 4 + 3 == len(set(sources.values()))
     assert all(a["data-clip"] in sources for a in audio if "src" not in a)
     assert page.count("script") == 1  # the one that gives the later players their source
-    assert page.accuracy_rows == 2 + len(TASKS) + 1  # two header rows, tasks, mean
+    assert page.accuracy_rows == 2 * (1 + len(TASKS) + 1)  # a table a model: its header row, tasks, mean
     assert page.count("article") == 3 + 1 + 2
     text = "".join(page.text)
     assert "missing audio" in text and "query_missing.wav" in text
@@ -493,8 +497,8 @@ def test_text_only_results_are_drawn_as_the_floor(tmp_path: Path):
     grid = load_grid(scores)
     assert grid.floor == "text-only" and grid.lines == ("modelA", "modelB")
     assert load_grid(scores, floor="nothing").floor is None
-    header = markdown_table(accuracy_table(grid)).splitlines()[0]
-    assert "text-only (floor) k=1" in header and "modelA k=1" in header
+    headings = [markdown_table(table).splitlines()[0] for table in accuracy_tables(grid)]
+    assert headings == ["### modelA", "### modelB", "### text-only (text-only floor)"]
     files = write_report(ReportOptions(scores=scores, out=tmp_path / "report"))
     markdown = files.markdown.read_text(encoding="utf-8")
     assert "## Chance levels and the text-only floor" in markdown
@@ -503,7 +507,7 @@ def test_text_only_results_are_drawn_as_the_floor(tmp_path: Path):
         in markdown
     )
     html = files.html.read_text(encoding="utf-8")
-    assert "Text-only floor: 14.3% (k=1), 20.0% (k=3)." in html and "text-only (floor)" in html
+    assert "Text-only floor: 14.3% (k=1), 20.0% (k=3)." in html and "text-only (text-only floor)" in html
     # without the floor's results nothing about a floor appears
     plain = write_report(ReportOptions(scores=scores, out=tmp_path / "plain", floor="nothing"))
     assert "floor" not in plain.html.read_text(encoding="utf-8").lower()
@@ -586,10 +590,12 @@ def test_mean_over_tasks_is_over_complete_cells_and_marked_incomplete(tmp_path):
         "incomplete",
         False,
     )
-    table = accuracy_table(grid)
+    (table,) = accuracy_tables(grid)
     rows = {row.label: row.cells[0] for row in table.rows}
     assert rows["mean over tasks"].text == "100.0% (4 of 9 tasks: incomplete)"
-    assert rows["AudioLengthHard"].text == "100.0% [70.1, 100.0] (partial: 9 of 10 episodes)"
+    assert rows["AudioLengthHard"].text == "100.0% [70.1, 100.0]"
+    assert rows["AudioLengthHard"].detail == "n 9, partial: 9 of 10 episodes"
+    assert (rows["episodes"].text, rows["episodes"].detail) == ("49/90", "incomplete")
     assert rows["AudioCount"].text == "100.0% [72.2, 100.0]"
     files = write_report(ReportOptions(scores=summary, out=tmp_path / "report"))
     markdown = files.markdown.read_text(encoding="utf-8")
@@ -604,7 +610,7 @@ def test_a_limit_run_is_labelled_a_subset_in_the_report(tmp_path):
     grid = load_grid(summary)
     mean = grid.mean("m", 1)
     assert (mean.status, mean.selection, mean.tasks, mean.of) == ("subset", "first 2 episodes per task", 9, 9)
-    cell = accuracy_table(grid).rows[-1].cells[0]
+    cell = next(row for row in accuracy_tables(grid)[0].rows if row.label == MEAN_ROW).cells[0]
     assert cell.text == "100.0% (subset)" and cell.title == "subset: first 2 episodes per task"
     markdown = write_report(ReportOptions(scores=summary, out=tmp_path / "r")).markdown.read_text()
     assert "- m k=1: subset: first 2 episodes per task (18 of 45 episodes)" in markdown
@@ -615,12 +621,12 @@ def test_complete_scores_and_old_summaries_without_coverage_read_as_before(tmp_p
     assert (tmp_path / "scores" / "summary_coverage.csv").is_file()
     grid = load_grid(summary)
     assert grid.mean("m", 1).complete and grid.short() == []
-    assert accuracy_table(grid).rows[-1].cells[0].text == "100.0%"
+    assert next(r for r in accuracy_tables(grid)[0].rows if r.label == MEAN_ROW).cells[0].text == "100.0%"
     assert "## Coverage" not in markdown_report_text(summary, tmp_path / "r")
     (tmp_path / "scores" / "summary_coverage.csv").unlink()  # a summary from before coverage CSVs
     old = load_grid(summary)
     assert old.coverage == {} and old.mean("m", 1).status is None
-    assert accuracy_table(old).rows[-1].cells[0].text == "100.0%"
+    assert accuracy_tables(old)[0].rows[-1].cells[0].text == "100.0%"
 
 
 def markdown_report_text(summary: Path, out: Path) -> str:

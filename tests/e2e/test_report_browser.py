@@ -64,13 +64,9 @@ def assert_all_play(states: list[list]) -> None:
 
 
 def write_run(root: Path) -> tuple[Path, Path, Path]:
-    """One model, two tasks at k = 1, 2; one AudioLength result at k=2 with two real clips."""
+    """One model, two tasks at k = 2: one AudioLength result with two real clips, one MorseCode result without
+    its prompt; the summary scored from them (``report`` refuses scores of other results)."""
     scores = root / "summary.csv"
-    scores.write_bytes(
-        b"model,shots,task,accuracy,n\r\n"
-        b"tiny,1,AudioLength,0.200000,50\r\ntiny,1,MorseCode,0.000000,50\r\n"
-        b"tiny,2,AudioLength,0.300000,50\r\ntiny,2,MorseCode,0.020000,50\r\n"
-    )
     data = root / "dataset"
     for seconds, rel in zip((3, 5), CLIPS, strict=True):
         rng = np.random.default_rng(seconds)
@@ -88,7 +84,16 @@ def write_run(root: Path) -> tuple[Path, Path, Path]:
         "k": 2,
         "model": "tiny",
     }
-    (results / "tiny_results_k2.jsonl").write_text(json.dumps(line) + "\n")
+    morse = {
+        "id": "AudioICL01801",
+        "task": "MorseCode",
+        "response": "plant",
+        "gt": "plane",
+        "k": 2,
+        "model": "tiny",
+    }
+    (results / "tiny_results_k2.jsonl").write_text(json.dumps(line) + "\n" + json.dumps(morse) + "\n")
+    assert audioicl("score", "--in", results, "--out", scores).returncode == 0
     return scores, results, data
 
 
@@ -131,10 +136,11 @@ def test_report_page_renders_in_chromium(tmp_path):
 
     elements = Elements()
     elements.feed(dom)
-    assert elements.counts.get("img") == 3  # overview + two tasks
+    assert elements.counts.get("img") == 5  # overview, two tasks, their format compliance
     assert elements.counts.get("audio") == len(CLIPS)
-    # accuracy table, one example's answers, and AudioLength's confusion views (answer − truth, label prior)
-    assert elements.counts.get("table") == 4 and dom.count('<table class="confusion">') == 2
+    # the model's accuracy table, two examples' answers, AudioLength's confusion views (answer − truth, label
+    # prior) and MorseCode's (label prior, letter errors)
+    assert elements.counts.get("table") == 7 and dom.count('<table class="confusion">') == 4
     assert "AudioICL00901" in dom and "5 seconds" in dom
 
     states = player_states(page, tmp_path)
@@ -157,3 +163,61 @@ def test_every_player_of_the_demo_report_plays_in_chromium(tmp_path):
     states = player_states(page, tmp_path)
     assert len(states) == text.count("<audio ") > 9 * 3 * 6  # nine tasks, three examples, six clips or more
     assert_all_play(states)
+
+
+# appended to a copy of a page: the viewport's width, the page's, and each accuracy or ranking table's width
+# against its container's, after load
+WIDTHS = """<script>
+addEventListener("load", () => {
+  const out = document.createElement("pre");
+  out.id = "width-check";
+  const tables = [...document.querySelectorAll("table.accuracy, table.ranking")];
+  out.textContent = JSON.stringify({viewport: innerWidth, page: document.documentElement.scrollWidth,
+                                    tables: tables.map(t => [t.scrollWidth, t.parentElement.clientWidth])});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def widths_at_1400(page: Path, tmp_path: Path) -> dict:
+    probed = tmp_path / f"widths-{page.stem}.html"
+    probed.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", WIDTHS + "</body>"), encoding="utf-8"
+    )
+    shot = tmp_path / f"{page.stem}.png"
+    dom = chromium_dom(
+        probed, tmp_path / "width-profile", f"--screenshot={shot}", "--window-size=1400,1000", budget_ms=5000
+    )
+    assert imread(shot).shape[1] == 1400  # the page as a 1,400 px wide window shows it
+    found = re.search(r'<pre id="width-check">(.*?)</pre>', dom, re.S)
+    assert found, dom[-500:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def visible_text(page: Path) -> str:
+    """The page's text as a reader sees it without hovering: no tags, no title attributes, no scripts."""
+    text = page.read_text(encoding="utf-8")
+    text = re.sub(r"<(script|style)\b.*?</\1>", " ", text, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", text))
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary")
+def test_demo_report_and_leaderboard_say_what_they_cover_at_1400_px(tmp_path):
+    """Issue 40, item 4: the report's accuracy table was 26 columns wide and scrolled sideways, and n, the
+    dataset's fingerprint and the seed were not on the page (n only on hover). At 1,400 px, neither the demo's
+    report nor a leaderboard of its results scrolls sideways in its accuracy or ranking tables, and each shows
+    n, the coverage, the fingerprint and the seed as text."""
+    out = tmp_path / "demo"
+    done = audioicl("demo", "--out", out, "--episodes", "3", "--k", "1-5", "--workers", "1", timeout=600)
+    assert done.returncode == 0, done.stderr
+    site = tmp_path / "site"
+    assert audioicl("leaderboard", out / "results", "--out", site).returncode == 0
+    fingerprint = json.loads((out / "results" / "icl_run.json").read_text())["dataset_fingerprint"]
+    for page in (out / "report" / "report.html", site / "index.html"):
+        widths = widths_at_1400(page, tmp_path)
+        assert widths["viewport"] == 1400 and widths["page"] <= 1400, (page, widths)
+        assert widths["tables"] and all(used <= room for used, room in widths["tables"]), (page, widths)
+        text = visible_text(page)
+        assert "n 27" in text or "n 3" in text, page  # a cell's lines, written out
+        assert "complete" in text and fingerprint[:12] in text and re.search(r"seed[= ]0\b", text), page

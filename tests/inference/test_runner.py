@@ -187,9 +187,9 @@ def test_resume_refuses_other_settings(tiny_dataset, tmp_path):
     run(RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,)), report=quiet)
     record_file = tmp_path / "random_run.json"
     before = record_file.read_bytes()
-    with pytest.raises(AudioICLError, match="model 'random' .*style: was 'specific', now 'general'") as info:
+    with pytest.raises(AudioICLError, match="model 'random' .*seed: was 0, now 3") as info:
         run(
-            RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,), style="general"),
+            RunOptions(data=tiny_dataset, model="builtin:random", out=tmp_path, shots=(1,), seed=3),
             report=quiet,
         )
     assert info.value.file == str(record_file)
@@ -210,7 +210,7 @@ def test_resume_adds_k_tasks_limit_batch_size_and_other_models(tiny_dataset, tmp
     run(RunOptions(**base, shots=(1,), tasks=("AudioCount",), limit=2), report=quiet)
     more = run(RunOptions(**base, shots=(1, 2), batch_size=3), report=quiet)
     assert [(s.k, s.written, s.skipped) for s in more.ks] == [(1, 10, 2), (2, 12, 0)]
-    run(RunOptions(**{**base, "model": "builtin:majority"}, shots=(1,), style="general"), report=quiet)
+    run(RunOptions(**{**base, "model": "builtin:majority"}, shots=(1,), seed=4), report=quiet)
     record = json.loads((tmp_path / "random_run.json").read_text())
     assert sorted(record["meta_sha256"]) == ["1", "2"]
     assert [(r["shots"], r["tasks"], r["limit"], r["batch_size"]) for r in record["runs"]] == [
@@ -218,7 +218,7 @@ def test_resume_adds_k_tasks_limit_batch_size_and_other_models(tiny_dataset, tmp
         ([1, 2], None, None, 3),
     ]
     other = json.loads((tmp_path / "majority_run.json").read_text())
-    assert other["settings"]["style"] == "general" and len(other["runs"]) == 1
+    assert other["settings"]["seed"] == 4 and len(other["runs"]) == 1
     assert sorted(p.name for p in tmp_path.glob("*_results_k*.jsonl")) == [
         "majority_results_k1.jsonl",
         "random_results_k1.jsonl",
@@ -366,12 +366,12 @@ def test_merge_refuses_gaps_and_duplicates(tiny_dataset, tmp_path):
             out=other_style,
             shots=(1,),
             shard=Shard(2, 3),
-            style="general",
+            max_new_tokens=5,
         ),
         report=quiet,
     )
     with pytest.raises(
-        AudioICLError, match="random: run with other settings .*style: was 'specific', now 'general'"
+        AudioICLError, match="random: run with other settings .*max_new_tokens: was 16, now 5"
     ):
         merge_shards([shards[0], other_style / "shard-2-of-3", shards[2]], tmp_path / "m6")
     held = FileLock(shards[0] / "random_results_k1.jsonl")

@@ -257,9 +257,14 @@ def test_a_later_run_with_more_draws_adds_only_the_new_ones(dataset, tmp_path):
     summary = run(options(dataset, out, shots=(2,), draws=3), quiet)
     assert (summary.ks[0].written, summary.ks[0].skipped) == (24, 12)
     data = (out / "icl_results_k2.jsonl").read_bytes()
-    assert data.startswith(plain)  # the plain lines are draw 0, kept as they were
-    added = [json.loads(text) for text in data[len(plain) :].decode().splitlines()]
+    kept = set(plain.splitlines(keepends=True))
+    assert kept <= set(data.splitlines(keepends=True))  # the plain lines are draw 0, kept as they were
+    added = [json.loads(text) for text in data.splitlines(keepends=True) if text not in kept]
     assert sorted({line["draw"] for line in added}) == [1, 2]
+    assert [json.loads(text)["id"] for text in data.splitlines()] == sorted(  # each episode's draws together,
+        json.loads(text)["id"]
+        for text in data.splitlines()  # in the meta order (issue 40, item 7)
+    )
     again = run(options(dataset, out, shots=(2,), draws=3), quiet)
     assert (again.ks[0].written, again.ks[0].skipped) == (0, 36)
     fresh = tmp_path / "fresh"

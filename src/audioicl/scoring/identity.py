@@ -9,6 +9,7 @@ do files without any run record (the original's), among themselves.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -30,12 +31,12 @@ LABEL_VALUE_CHARS = 24
 def separate_runs(files: Sequence[ResultFile]) -> list[ResultFile]:
     """``files`` with the runs of one name that measured different things named apart; idempotent (names are
     made from each file's own ``run_name``)."""
-    identities: dict[tuple[str, Path], tuple[tuple[str, Any], ...] | None] = {}
+    identities: dict[tuple[str, Path], tuple[tuple[str, str], ...] | None] = {}
     for result in files:
         key = (result.run_name, result.path.parent)
         if key not in identities:
             found = model_run_record(result.path.parent, result.run_name)
-            identities[key] = None if found is None else tuple(results_identity(found[1]).items())
+            identities[key] = None if found is None else _canonical(results_identity(found[1]))
     labels: dict[tuple[str, Path], str] = {}
     for name in dict.fromkeys(result.run_name for result in files):
         held = {folder: identity for (model, folder), identity in identities.items() if model == name}
@@ -48,6 +49,11 @@ def separate_runs(files: Sequence[ResultFile]) -> list[ResultFile]:
     return [_renamed(result, labels.get((result.run_name, result.path.parent))) for result in files]
 
 
+def _canonical(identity: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``identity`` hashable: each value as canonical JSON (a record's values may be lists and mappings)."""
+    return tuple((key, json.dumps(value, sort_keys=True, default=str)) for key, value in identity.items())
+
+
 def _renamed(result: ResultFile, label: str | None) -> ResultFile:
     if label is None:
         return replace(result, model=result.run_name, file_model=None)
@@ -55,13 +61,13 @@ def _renamed(result: ResultFile, label: str | None) -> ResultFile:
     return replace(result, model=f"{base}{IDENTITY_MARK}{label}{mark}{condition}", file_model=result.run_name)
 
 
-def _labels(identities: list[tuple[tuple[str, Any], ...] | None]) -> list[str]:
+def _labels(identities: list[tuple[tuple[str, str], ...] | None]) -> list[str]:
     """A short name per identity: the facts in which they differ, each as ``key=value`` (the dataset as
     ``data-<fingerprint's first 8>``); a run without a record is ``no-record``. Distinct by construction,
     but for values cut to ``LABEL_VALUE_CHARS``: those get their number in the list."""
     known = [dict(identity) for identity in identities if identity is not None]
     keys = sorted({key for facts in known for key in facts})
-    differing = [key for key in keys if len({repr(facts.get(key)) for facts in known}) > 1]
+    differing = [key for key in keys if len({facts.get(key) for facts in known}) > 1]
     labels = []
     for identity in identities:
         if identity is None:
@@ -74,7 +80,8 @@ def _labels(identities: list[tuple[tuple[str, Any], ...] | None]) -> list[str]:
     return labels
 
 
-def _fact(key: str, value: Any) -> str:
+def _fact(key: str, text: str | None) -> str:
+    value = None if text is None else json.loads(text)
     if key == "dataset":
         return str(value)[:13] if str(value).startswith("meta-") else f"data-{str(value)[:8]}"
     name = key.removeprefix("-o ")

@@ -40,6 +40,7 @@ from .coverage import (
 from .draws import DrawRow, draw_rows, draws_path, write_draws
 from .identity import identity_notes, separate_runs
 from .lines import PLAIN, REPLICATE_KEYS, ScoredLine
+from .provenance import provenance, runs_path, write_provenance
 from .rules import UNPARSED, rule_table
 from .stats import cluster_bootstrap, wilson_interval
 
@@ -567,6 +568,7 @@ def score_folder(
         Path(out).unlink(missing_ok=True)
     write_detail(detail or detail_path(out), scoring.rows, strict=options.strict)
     write_coverage(coverage or coverage_path(out), scoring.coverage)
+    write_provenance(runs_path(out), provenance(files))
     if scoring.draws:
         write_draws(draws_path(out), scoring.draws)
     else:

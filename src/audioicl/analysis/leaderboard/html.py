@@ -23,6 +23,7 @@ KIND_TITLES = {
 EXTRA_CSS = """
 table.ranking td, table.compliance td, table.draws td { text-align: right; white-space: nowrap; }
 table.ranking td.entry, table.compliance td.entry, table.draws td.entry { text-align: left; }
+table.ranking .n { color: #57606a; font-size: 0.75rem; }
 table.ranking td.gaps { text-align: left; white-space: normal; font-size: 0.8rem; color: #57606a; max-width: 28rem; }
 td.short { background: #fff8c5; }
 table.repro th { text-align: left; vertical-align: top; white-space: nowrap; }
@@ -61,17 +62,23 @@ def percent(value: float | None) -> str:
 
 
 def _mean_cell(mean: Mean) -> str:
+    """The mean, and under it its interval, its n (lines scored) and the task cells it is over."""
     if mean.accuracy is None:
-        text = "–"
+        shown = "–"
     else:
-        text = percent(mean.accuracy)
-        if mean.interval is not None:
-            text += f" [{100 * mean.interval[0]:.1f}, {100 * mean.interval[1]:.1f}]"
+        interval = (
+            f"[{100 * mean.interval[0]:.1f}, {100 * mean.interval[1]:.1f}]<br>"
+            if mean.interval is not None
+            else ""
+        )
+        shown = (
+            f'{percent(mean.accuracy)}<br><span class="n">{interval}n {mean.lines}, {mean.cells}/{mean.of} cells'
+            "</span>"
+        )
     if mean.complete:
-        return f'<td title="over all {mean.of} task cells">{escape(text)}</td>'
-    over = f" ({mean.cells} of {mean.of} cells)" if mean.accuracy is not None else ""
+        return f'<td title="over all {mean.of} task cells">{shown}</td>'
     title = "; ".join(mean.gaps) or f"over {mean.cells} of {mean.of} task cells"
-    return f'<td class="short" title="{escape(title)}">{escape(text + over)}</td>'
+    return f'<td class="short" title="{escape(title)}">{shown}</td>'
 
 
 def _entry_cell(entry: Entry, anchors: Mapping[str, str]) -> str:

@@ -111,6 +111,7 @@ class Mean:
     cells: int
     of: int
     gaps: tuple[str, ...] = ()
+    lines: int = 0  # the scored lines of those cells (n)
 
     @property
     def complete(self) -> bool:
@@ -151,6 +152,7 @@ def _mean(
     cells: dict[tuple[str, int], Tallies] = {}
     accuracies: list[float] = []
     gaps: list[str] = []
+    lines_scored = 0
     for k in shots:
         cov = board.coverage.get((entry.name, k))
         prefix = f"k={k}: " if len(shots) > 1 else ""
@@ -163,9 +165,12 @@ def _mean(
             row = board.row(entry.name, k, task)
             if task in tasks and row is not None:
                 accuracies.append(row.accuracy)
+                lines_scored += row.n
                 cells[(task, k)] = clusters(lines, task)
     accuracy = sum(accuracies) / len(accuracies) if accuracies else None
-    return Mean(accuracy, mean_interval(cells, name), len(cells), len(tasks) * len(shots), tuple(gaps))
+    return Mean(
+        accuracy, mean_interval(cells, name), len(cells), len(tasks) * len(shots), tuple(gaps), lines_scored
+    )
 
 
 def rank_section(board: Board, kind: str, tasks: Sequence[str]) -> Ranking:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from audioicl.errors import AudioICLError
 from audioicl.files import write_atomic, writing
+from audioicl.scoring.provenance import Provenance, read_provenance, runs_path
 from audioicl.scoring.score import detail_path
 from audioicl.tasks.chance import chance_level
 
@@ -33,7 +34,7 @@ from .tables import (
     COMPLIANCE_NOTE,
     COVERAGE_NOTE,
     FLOOR_NOTE,
-    accuracy_table,
+    accuracy_tables,
     coverage_notes,
     describe_chance,
     describe_floor,
@@ -106,7 +107,12 @@ def markdown_views(
 
 
 def markdown_report(
-    grid: AccuracyGrid, scores: Path, plots: dict[str, Path], overview: Path, views: str = ""
+    grid: AccuracyGrid,
+    scores: Path,
+    plots: dict[str, Path],
+    overview: Path,
+    views: str = "",
+    provenance: dict[str, Provenance] | None = None,
 ) -> str:
     chance_notes = "\n".join(
         f"- {task or '(no task)'}: {describe_chance(chance_level(task))}"
@@ -123,11 +129,18 @@ def markdown_report(
     )
     return (
         "# AudioICL-Bench report\n\n"
-        f"Scores: `{scores}`. Accuracy with its {grid.interval_label}; rows are tasks, columns model × shots (k); "
-        "the last row is the unweighted mean of the task accuracies"
-        + (" (over the complete tasks only, marked when not complete)" if grid.coverage else "")
-        + ".\n\n"
-        f"{markdown_table(accuracy_table(grid))}\n"
+        f"Scores: `{scores}`. Accuracy with its {grid.interval_label} and, in brackets, its n (lines scored, "
+        "error lines among them); a table per model, rows are tasks, columns shots (k); then the unweighted mean "
+        "of the task accuracies"
+        + (
+            " (over the complete tasks only, marked when not complete) and the episodes answered of those the "
+            "dataset holds"
+            if grid.coverage
+            else ""
+        )
+        + ".\n\n## Accuracy\n\n"
+        + "\n".join(markdown_table(table) for table in accuracy_tables(grid, provenance))
+        + "\n"
         f"{coverage}"
         f"## Chance levels and the text-only floor\n\n{floor_note}{chance_notes}\n\n"
         f"## Plots\n\n![overview]({overview.name})\n\n{plot_links}\n" + (f"\n{views}" if views else "")
@@ -255,11 +268,12 @@ def write_report(options: ReportOptions) -> ReportFiles:
             examples = select_examples(lines, options.examples, options.results, options.data)
     for task, view in spread_views(options.scores).items():  # the draws CSV beside the summary, if any
         confusion_views[task] = (view, *confusion_views.get(task, ()))
+    origins = read_provenance(runs_path(options.scores))  # beside the summary, where score wrote it
     markdown = options.out / "report.md"
     write_atomic(
         markdown,
         markdown_report(
-            grid, options.scores, plots, overview, markdown_views(grid, compliance, confusion_views)
+            grid, options.scores, plots, overview, markdown_views(grid, compliance, confusion_views), origins
         ),
     )
     budget = AudioBudget(options.audio_budget)
@@ -285,7 +299,7 @@ def write_report(options: ReportOptions) -> ReportFiles:
         str(options.scores),
         grid.models,
         overview_png,
-        html_table(accuracy_table(grid)),
+        "".join(html_table(table) for table in accuracy_tables(grid, origins)),
         sections,
         note,
         FLOOR_NOTE if grid.floor else "",

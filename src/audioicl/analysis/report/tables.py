@@ -1,22 +1,27 @@
-"""The accuracy table (rows: tasks and their mean; columns: model × k) as markdown and as HTML."""
+"""The accuracy tables, one per model (rows: tasks, their mean and the episodes covered; columns: k), as markdown
+and as HTML: each cell's n and error lines written out, not only on hover, and few enough columns a table to be
+read without scrolling sideways (the page's width: 1,400 px, tested in a browser)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from html import escape
 
-from audioicl.scoring.coverage import INCOMPLETE, SUBSET, UNCHECKED, describe_gaps
+from audioicl.scoring.coverage import INCOMPLETE, NO_ANSWERS, SUBSET, UNCHECKED, CoverageRow, describe_gaps
+from audioicl.scoring.provenance import Provenance
 from audioicl.tasks.chance import Chance, chance_level, mean_chance
 
 from .accuracy import AccuracyGrid, Cell, MeanCell
 
 MEAN_ROW = "mean over tasks"
+EPISODES_ROW = "episodes"
 
 
 @dataclass(frozen=True)
 class TableCell:
     text: str
-    title: str = ""  # extra detail (n, error lines), shown on hover in HTML
+    title: str = ""  # what the cell's numbers mean, shown on hover in HTML
+    detail: str = ""  # how much lies behind them (n, error lines), shown under the number
 
 
 @dataclass(frozen=True)
@@ -28,12 +33,17 @@ class TableRow:
 
 @dataclass(frozen=True)
 class Table:
-    columns: tuple[tuple[str, int], ...]  # (model, k)
-    rows: tuple[TableRow, ...]
-    floor: str | None = None  # the model whose columns are the text-only floor
+    """One model's accuracy: a column per k."""
 
-    def header(self, model: str) -> str:
-        return f"{model} (floor)" if model == self.floor else model
+    model: str
+    shots: tuple[int, ...]
+    rows: tuple[TableRow, ...]
+    floor: bool = False  # the model is the text-only floor
+    provenance: Provenance | None = None  # where its numbers come from, when the scores say
+
+    @property
+    def title(self) -> str:
+        return f"{self.model} (text-only floor)" if self.floor else self.model
 
 
 def percent(value: float) -> str:
@@ -73,15 +83,31 @@ def format_cell(cell: Cell | None) -> TableCell:
     if cell is None:
         return TableCell("–")
     text = f"{percent(cell.accuracy)} [{100 * cell.low:.1f}, {100 * cell.high:.1f}]"
+    detail = f"n {cell.n}"
     if cell.partial is not None:
         have, of = cell.partial
-        text += f" (partial: {have} of {of} episodes)"
+        detail += f", partial: {have} of {of} episodes"
     if cell.errors:
-        text += f" ({cell.errors} of {cell.n} errors)"
+        detail += f", {cell.errors} of them error lines"
         return TableCell(
-            text, f"n = {cell.n}, of which {cell.errors} error lines (episodes not asked, wrong)"
+            text, f"n = {cell.n}, of which {cell.errors} error lines (episodes not asked, wrong)", detail
         )
-    return TableCell(text, f"n = {cell.n}")
+    return TableCell(text, "", detail)
+
+
+def format_coverage(row: CoverageRow | None) -> TableCell:
+    """The (model, k)'s episodes answered of those expected, and its status."""
+    if row is None:
+        return TableCell("–", "no coverage CSV beside the scores")
+    if row.episodes_present is None or row.episodes_expected is None:
+        return TableCell(row.status, row.note or "the dataset is unknown")
+    answered = row.episodes_present - (row.errors if row.status != NO_ANSWERS else row.episodes_present)
+    errors = f", {row.errors} errors" if row.errors else ""
+    return TableCell(
+        f"{row.episodes_present}/{row.episodes_expected}",
+        "; ".join(describe_gaps(row)),
+        f"{row.status}{errors}" if answered >= 0 else row.status,
+    )
 
 
 def format_mean(mean: MeanCell | None) -> TableCell:
@@ -118,29 +144,34 @@ COVERAGE_NOTE = (
 )
 
 
-def accuracy_table(grid: AccuracyGrid) -> Table:
-    columns = tuple(
-        (model, k)
-        for model in grid.models
-        for k in grid.shots
-        if any(grid.cell(model, k, task) for task in grid.tasks)
-    )
-    rows = [
-        TableRow(
-            task or "(no task)",
-            format_chance(chance_level(task)),
-            tuple(format_cell(grid.cell(model, k, task)) for model, k in columns),
+def accuracy_tables(grid: AccuracyGrid, provenance: dict[str, Provenance] | None = None) -> list[Table]:
+    """One table per model: its tasks, their mean and its episodes, over the k it has."""
+    tables = []
+    for model in grid.models:
+        shots = tuple(k for k in grid.shots if any(grid.cell(model, k, task) for task in grid.tasks))
+        rows = [
+            TableRow(
+                task or "(no task)",
+                format_chance(chance_level(task)),
+                tuple(format_cell(grid.cell(model, k, task)) for k in shots),
+            )
+            for task in grid.tasks
+        ]
+        rows.append(
+            TableRow(
+                MEAN_ROW,
+                format_chance(mean_chance(grid.tasks)),
+                tuple(format_mean(grid.mean(model, k)) for k in shots),
+            )
         )
-        for task in grid.tasks
-    ]
-    rows.append(
-        TableRow(
-            MEAN_ROW,
-            format_chance(mean_chance(grid.tasks)),
-            tuple(format_mean(grid.mean(model, k)) for model, k in columns),
-        )
-    )
-    return Table(columns, tuple(rows), grid.floor)
+        if grid.coverage:
+            rows.append(
+                TableRow(
+                    EPISODES_ROW, "", tuple(format_coverage(grid.coverage.get((model, k))) for k in shots)
+                )
+            )
+        tables.append(Table(model, shots, tuple(rows), model == grid.floor, (provenance or {}).get(model)))
+    return tables
 
 
 _MARKDOWN_CELL = str.maketrans({"|": "\\|", "&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": " ", "\r": " "})
@@ -154,42 +185,38 @@ def markdown_cell(text: str) -> str:
 
 
 def markdown_table(table: Table) -> str:
-    header = ["task", "chance"] + [
-        f"{markdown_cell(table.header(model))} k={k}" for model, k in table.columns
-    ]
+    """The model's heading, where its numbers come from, and its table."""
+    header = ["task", "chance"] + [f"k={k}" for k in table.shots]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
     for row in table.rows:
-        cells = [markdown_cell(row.label), row.chance] + [cell.text for cell in row.cells]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        shown = [f"{cell.text} ({cell.detail})" if cell.detail else cell.text for cell in row.cells]
+        lines.append("| " + " | ".join([markdown_cell(row.label), row.chance, *shown]) + " |")
+    origin = f"{markdown_cell(table.provenance.describe())}\n\n" if table.provenance else ""
+    return f"### {markdown_cell(table.title)}\n\n{origin}" + "\n".join(lines) + "\n"
 
 
 def html_table(table: Table) -> str:
-    """Two header rows (model spanning its k columns, then k), one row per task, then the mean row."""
-    models: list[tuple[str, int]] = []
-    for model, _ in table.columns:
-        if models and models[-1][0] == model:
-            models[-1] = (model, models[-1][1] + 1)
-        else:
-            models.append((model, 1))
-    head_models = "".join(
-        f'<th colspan="{span}">{escape(table.header(model))}</th>' for model, span in models
-    )
-    head_shots = "".join(f"<th>k={k}</th>" for _, k in table.columns)
+    """The model's heading, where its numbers come from, and its table: a row per task, the mean, the
+    episodes; each cell's n under its number."""
+    head = "".join(f"<th>k={k}</th>" for k in table.shots)
     body = []
     for row in table.rows:
-        css = ' class="mean"' if row.label == MEAN_ROW else ""
+        css = {MEAN_ROW: ' class="mean"', EPISODES_ROW: ' class="episodes"'}.get(row.label, "")
         cells = "".join(
-            f'<td title="{escape(cell.title)}">{escape(cell.text)}</td>'
-            if cell.title
-            else f"<td>{escape(cell.text)}</td>"
+            (f'<td title="{escape(cell.title)}">' if cell.title else "<td>")
+            + escape(cell.text)
+            + (f'<br><span class="n">{escape(cell.detail)}</span>' if cell.detail else "")
+            + "</td>"
             for cell in row.cells
         )
         body.append(f"<tr{css}><th>{escape(row.label)}</th><td>{escape(row.chance)}</td>{cells}</tr>")
+    origin = f'<p class="meta origin">{escape(table.provenance.describe())}</p>\n' if table.provenance else ""
     return (
-        '<table class="accuracy">\n<thead>\n'
-        f'<tr><th rowspan="2">task</th><th rowspan="2">chance</th>{head_models}</tr>\n'
-        f"<tr>{head_shots}</tr>\n</thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>\n"
+        f"<h3>{escape(table.title)}</h3>\n{origin}"
+        f'<div class="table-wrap"><table class="accuracy">\n<thead>\n'
+        f"<tr><th>task</th><th>chance</th>{head}</tr>\n</thead>\n<tbody>\n"
+        + "\n".join(body)
+        + "\n</tbody>\n</table></div>\n"
     )
 
 

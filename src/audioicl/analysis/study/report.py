@@ -42,7 +42,7 @@ from audioicl.analysis.compare import (
 from audioicl.analysis.report.accuracy import FLOOR_MODEL, AccuracyGrid, load_grid
 from audioicl.analysis.report.html import CSS
 from audioicl.analysis.report.media import png_data_uri
-from audioicl.analysis.report.tables import accuracy_table, html_table
+from audioicl.analysis.report.tables import accuracy_tables, html_table
 from audioicl.files import write_atomic
 from audioicl.tasks.chance import chance_level
 
@@ -386,7 +386,7 @@ def write_study_report(options: StudyReportOptions) -> StudyReportFiles:
     found = claims(study, rows)
     grid: AccuracyGrid = load_grid(options.summary)
     header, side = side_by_side(study, grid.tasks, rows)
-    accuracy = accuracy_table(grid)
+    accuracy = "".join(html_table(table) for table in accuracy_tables(grid))
     by_k = mean_by_k(grid)
     title = f"What did {options.model} learn? AudioICL-Bench study"
     intro = (
@@ -421,7 +421,7 @@ def write_study_report(options: StudyReportOptions) -> StudyReportFiles:
 <h2>Accuracy against k, every condition</h2>
 <img class="plot" alt="accuracy vs shots per condition" src="{png_data_uri(overview_figure(grid))}">
 <p class="note">Mean accuracy over tasks % (tasks that have the cell); per task below.</p>{_html(*by_k)}
-<div class="table-wrap">{html_table(accuracy)}</div>
+{accuracy}
 <h2>Paired comparisons</h2><p class="note">{escape(SIGNIFICANCE_NOTE)}</p>{comparisons_html}
 </body>
 </html>
