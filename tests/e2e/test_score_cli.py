@@ -230,7 +230,7 @@ def test_truncated_folder_prints_its_coverage_and_no_unmarked_mean(tmp_path: Pat
     markdown = (report / "report.md").read_text(encoding="utf-8")
     mean_row = next(row for row in markdown.splitlines() if row.startswith("| mean over tasks"))
     assert mean_row.endswith("| 100.0% (4 of 9 tasks: incomplete) |")
-    assert "AudioLengthHard" in markdown and "(partial: 9 of 10 episodes)" in markdown
+    assert "AudioLengthHard" in markdown and "(n 9, partial: 9 of 10 episodes)" in markdown
     assert "## Coverage" in markdown and "4 task(s) absent" in markdown
 
 
@@ -298,7 +298,7 @@ def test_out_and_scores_take_a_folder_as_every_other_command(tmp_path: Path, giv
     done = audioicl_score("--in", tmp_path / "runs", "--out", folder, "--data", data)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in folder.iterdir()) == [
-        "summary.csv", "summary_coverage.csv", "summary_detail.csv"
+        "summary.csv", "summary_coverage.csv", "summary_detail.csv", "summary_runs.json"
     ]  # fmt: skip
     assert f"summary {folder / 'summary.csv'}" in done.stdout
     report = cli.audioicl("report", "--scores", folder, "--results", tmp_path / "runs", "--out", tmp_path / "r",

@@ -81,10 +81,17 @@ def _stopper(command_pid: int):
     return stop_here
 
 
-def build_parser() -> argparse.ArgumentParser:
-    for module in COMMAND_MODULES:
-        importlib.import_module(f"{__package__}.{module}")
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every sub-command or, for a ``command`` known by name, of that one alone: its module is
+    the only one imported (``audioicl score`` starts without the other twenty), and its help and errors are
+    what the full parser gives for it."""
+    module = None if command is None else command.replace("-", "_")
+    for name in (module,) if module in COMMAND_MODULES else COMMAND_MODULES:
+        importlib.import_module(f"{__package__}.{name}")
     from .options import COMMANDS
+
+    def listed(entry: tuple) -> int:  # the listing's order whatever the order of import in this process
+        return COMMAND_MODULES.index(entry[1].__module__.rsplit(".", 1)[-1])
 
     parser = argparse.ArgumentParser(
         prog="audioicl",
@@ -92,8 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"audioicl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add, handler in COMMANDS:
-        add(sub).set_defaults(run=handler)
+    for add, handler in sorted(COMMANDS, key=listed):
+        if module not in COMMAND_MODULES or handler.__module__.endswith(f".{module}"):
+            add(sub).set_defaults(run=handler)
     return parser
 
 
@@ -110,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     try:
-        parser = build_parser()
+        given = list(sys.argv[1:] if argv is None else argv)
+        parser = build_parser(given[0] if given and not given[0].startswith("-") else None)
     except Stopped as exc:  # while the commands were imported: nothing started yet
         print(f"audioicl: {exc}", file=sys.stderr)
         return exc.exit_code

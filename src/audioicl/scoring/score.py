@@ -41,7 +41,7 @@ from .draws import DrawRow, draw_rows, draws_path, write_draws
 from .identity import identity_notes, separate_runs
 from .lines import PLAIN, REPLICATE_KEYS, ScoredLine
 from .provenance import provenance, runs_path, write_provenance
-from .rules import UNPARSED, rule_table
+from .rules import UNPARSED, Verdict, rule_table
 from .stats import cluster_bootstrap, wilson_interval
 
 SUMMARY_HEADER = ("model", "shots", "task", "accuracy", "n")
@@ -59,6 +59,7 @@ DETAIL_HEADER = (
     *DETAIL_COMPLIANCE,
 )
 UNKNOWN_CLIPS = "unknown"
+VERDICT_MEMO = 65_536  # distinct (task, response, gt) remembered per file, then forgotten all at once
 _DECODER = json.JSONDecoder()
 
 
@@ -195,6 +196,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
     # scan_once is what JSONDecoder.raw_decode calls; it raises StopIteration where nothing parses.
     scan = _DECODER.scan_once
     path = result.path
+    verdicts: dict[tuple, Verdict] = {}
     for number, raw in enumerate(read_result_lines_or_none(path), 1):
         if raw is None:  # not UTF-8 text: one malformed line, in its place
             if not options.skip_bad_lines:
@@ -231,13 +233,22 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
             if "draw" in record or "order" in record or "variant" in record
             else None
         )
+        # a file's answers repeat ("3", "The answer is 3."): each distinct (task, response, gt) judged once
+        key = (task, response, gt, type(gt)) if type(response) is str and type(gt) in (str, int) else None
+        verdict = verdicts.get(key) if key is not None else None
+        if verdict is None:
+            verdict = rules.get(task, fallback).judge(response, gt)
+            if key is not None:
+                if len(verdicts) >= VERDICT_MEMO:
+                    verdicts.clear()
+                verdicts[key] = verdict
         yield (
             number,
             episode,
             task,
             response,
             gt,
-            rules.get(task, fallback).judge(response, gt),
+            verdict,
             False,
             record.get("status") == "error",
             _query_clip(record, result.shots, episode, options),
