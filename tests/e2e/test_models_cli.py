@@ -7,6 +7,7 @@ from functools import partial
 from pathlib import Path
 
 import cli
+import pytest
 
 from audioicl.backends.families import FAMILIES
 
@@ -44,3 +45,24 @@ def test_the_per_clip_column_says_window_engine_or_any_where_no_limit_is_stated(
     assert rows["MiniCPM-o"] == "engine's"  # vLLM only
     assert rows["Phi-4-multimodal"] == "window"  # hf: its feature extractor's
     assert rows["Gemma 4"] == "30"
+
+
+def test_tiny_checkpoints_are_named_by_the_model_type_audioicl_models_lists():
+    """Issue 40, item 15: the tiny checkpoints' names were listed nowhere a user looks and spelled two ways.
+    ``audioicl models`` lists each family's model type, which ``tiny_checkpoint`` takes (the old names still
+    work); a family whose tiny checkpoint cannot be written here says why, not "unknown model family"."""
+    pytest.importorskip("transformers")
+    from audioicl.testing.build import tiny_name
+    from audioicl.testing.registry import UNAVAILABLE
+
+    listed = json.loads(audioicl("models", "--json").stdout)
+    names = [row["tiny"] for row in listed if row["tiny"] != "-"]
+    assert "qwen2_audio" in names and "qwen2_5_omni" in names
+    for name in names:
+        try:
+            assert tiny_name(name)
+        except ValueError as exc:  # only where a package its processor needs is missing here
+            assert UNAVAILABLE and "needs torchaudio" in str(exc), exc
+    assert tiny_name("qwen2-audio") == tiny_name("qwen2_audio") == "qwen2-audio"
+    with pytest.raises(ValueError, match="unknown model family 'nope'"):
+        tiny_name("nope")

@@ -169,12 +169,24 @@ class TaskAudit:
 
 @dataclass(frozen=True)
 class Duplicates:
-    """Audio files with the same content under different paths (decoded samples and rate hashed)."""
+    """Audio files with the same content under different paths (decoded samples and rate hashed): how many,
+    some examples with what each name is used as (``task role label``), the episodes whose query has the
+    content of one of their own demos under another name (``own_demo``: the answer shown, a failure), and the
+    contents that carry two labels in one task (``conflicts``: a failure)."""
 
     files: int
     contents: int
     groups: int
     examples: tuple[tuple[str, ...], ...]
+    own_demo: tuple[str, ...] = ()  # "task k=K id: query = demo path"
+    conflicts: tuple[str, ...] = ()  # "task: path (label a) = path (label b)"
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        return (
+            *(f"query has the content of its own demo: {found}" for found in self.own_demo),
+            *(f"one content, two labels: {found}" for found in self.conflicts),
+        )
 
 
 @dataclass(frozen=True)
@@ -205,7 +217,7 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        return not any(t.failures for t in self.tasks)
+        return not any(t.failures for t in self.tasks) and not (self.duplicates and self.duplicates.failures)
 
     @property
     def paths_only(self) -> bool:
@@ -264,7 +276,42 @@ def _exists(root: str, rel: str) -> bool:
         return False
 
 
-def duplicates(infos: dict[str, ClipInfo]) -> Duplicates | None:
+# Task families whose clip's label depends on the rest of its episode (a remap's letters name the references'
+# order), not on the clip alone: one content may rightly carry several labels there.
+LABEL_FROM_CONTEXT = frozenset({"remap"})
+
+
+def _uses(by_k: dict[int, list[Episode]]) -> dict[str, set[tuple[str, str, str]]]:
+    """audio path → what it is used as: (task, role, label)."""
+    uses: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
+    for episodes in by_k.values():
+        for ep in episodes:
+            for demo in ep.demos:
+                for clip in demo.clips:
+                    uses[clip.audio_path].add((ep.task, "demo", str(clip.label)))
+            for clip in ep.query.clips:
+                uses[clip.audio_path].add((ep.task, "query", str(clip.label)))
+    return uses
+
+
+def _own_demo_copies(by_k: dict[int, list[Episode]], infos: dict[str, ClipInfo]) -> list[str]:
+    """Episodes whose query target has the bytes of one of their own demo clips under another name."""
+    found = []
+    for k, episodes in by_k.items():
+        for ep in episodes:
+            target = ep.query.target.audio_path
+            key = infos[target].key if target in infos and infos[target].features is not None else None
+            if key is None:
+                continue
+            for demo in ep.demos:
+                for clip in demo.clips:
+                    info = infos.get(clip.audio_path)
+                    if clip.audio_path != target and info is not None and info.key == key:
+                        found.append(f"{ep.task} k={k} {ep.id}: {target} = {clip.audio_path}")
+    return found
+
+
+def duplicates(infos: dict[str, ClipInfo], by_k: dict[int, list[Episode]] | None = None) -> Duplicates | None:
     groups: dict[str, list[str]] = defaultdict(list)
     for path, info in infos.items():
         if info.features is not None:
@@ -272,11 +319,31 @@ def duplicates(infos: dict[str, ClipInfo]) -> Duplicates | None:
     if not groups:
         return None
     shared = [tuple(sorted(paths)) for paths in groups.values() if len(paths) > 1]
+    uses = _uses(by_k or {})
+
+    def named(path: str) -> str:
+        used = sorted(uses.get(path, ()))
+        return f"{path} ({'; '.join(' '.join(use) for use in used)})" if used else path
+
+    conflicts = []
+    for group in shared:
+        labels: dict[str, dict[str, str]] = defaultdict(dict)  # task → label → a path that has it
+        for path in group:
+            for task, _, label in uses.get(path, ()):
+                if TASKS.get(task).family not in LABEL_FROM_CONTEXT:
+                    labels[task].setdefault(label, path)
+        conflicts += [
+            f"{task}: " + " = ".join(f"{path} (label {label})" for label, path in sorted(held.items()))
+            for task, held in sorted(labels.items())
+            if len(held) > 1
+        ]
     return Duplicates(
         files=sum(len(p) for p in groups.values()),
         contents=len(groups),
         groups=len(shared),
-        examples=tuple(sorted(shared)[:MAX_EXAMPLES]),
+        examples=tuple(tuple(named(path) for path in group) for group in sorted(shared)[:MAX_EXAMPLES]),
+        own_demo=tuple(_own_demo_copies(by_k or {}, infos)),
+        conflicts=tuple(conflicts),
     )
 
 
@@ -982,7 +1049,7 @@ def audit(
             say(f"k={k} {task}")
             tasks.append(audit_task(task, k, grouped[task], infos, margin, alpha))
     testing = judge_shortcuts(tasks, margin, alpha)
-    return AuditReport(str(root), margin, len(paths), decoded, tasks, duplicates(infos), testing)
+    return AuditReport(str(root), margin, len(paths), decoded, tasks, duplicates(infos, by_k), testing)
 
 
 # --------------------------------------------------------------------------- the table
@@ -1088,6 +1155,7 @@ def format_report(report: AuditReport) -> str:
             f"{d.groups} of them under 2+ names",
         ]
         lines += [f"  {_names(group)}" for group in d.examples]
+        lines += [f"FAIL {failure}" for failure in d.failures]
     recurring = [t for t in report.tasks if t.queries.recurring]
     if recurring:
         lines += ["", "recurring query clips (the episodes are not independent):"]

@@ -16,6 +16,7 @@ COLUMNS = (
     "hf",
     "vllm",
     "transformers",
+    "tiny",
 )
 
 
@@ -26,7 +27,8 @@ def _add(sub):
         description=(
             "List the audio-language model families that hf: and vllm: run: the clips one prompt may hold, the "
             "longest clip the model takes (window: the feature extractor's), audio tokens per second, what is "
-            "verified (a tiny checkpoint of the real classes in CI, the full size on a GPU, or untested) and the "
+            "verified (a tiny checkpoint of the real classes in CI, the full size on a GPU, or untested), the "
+            "name audioicl.testing.tiny_checkpoint takes for its tiny checkpoint (its model type) and the "
             "public checkpoints each covers."
         ),
     )

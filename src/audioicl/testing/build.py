@@ -70,9 +70,24 @@ def tiny_checkpoint(family_name: str, out_dir: str | Path, seed: int = 0, **opti
     ``out_dir`` and return the folder. The same ``seed`` writes the same weights. The Qwen families take
     ``thinker_only`` (an Omni family's thinker-only folder instead of the real checkpoints' full layout) and
     ``head_dim`` (the text model's attention head size, default 16; vLLM's CPU attention needs 64)."""
-    if family_name not in TINY:
-        raise ValueError(f"unknown model family {family_name!r} (known: {', '.join(TINY)})")
-    return TINY.get(family_name).write(Path(out_dir), seed, **options)
+    return TINY.get(tiny_name(family_name)).write(Path(out_dir), seed, **options)
+
+
+def tiny_name(name: str) -> str:
+    """The ``TINY`` name of a family given by that name or by a ``config.json`` model type it covers
+    (``qwen2_audio`` as ``qwen2-audio``: ``audioicl models`` lists the model types). A family whose tiny
+    checkpoint cannot be written here says why."""
+    from audioicl.backends.families import FAMILIES
+    from audioicl.testing.registry import UNAVAILABLE
+
+    family = next((f for n, f in FAMILIES.items() if name == n or name in f.model_types), None)
+    found = family.name if family is not None else name
+    if found in TINY:
+        return found
+    if found in UNAVAILABLE:
+        raise ValueError(f"the tiny checkpoint of {name!r} {UNAVAILABLE[found]}")
+    known = sorted({t for n, f in FAMILIES.items() if n in TINY for t in (n, *f.model_types)})
+    raise ValueError(f"unknown model family {name!r} (known: {', '.join(known)})")
 
 
 def full_size_config(family_name: str, *, num_layers: int | None = None):

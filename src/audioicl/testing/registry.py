@@ -33,7 +33,14 @@ class TinyFamily:
 
 
 TINY: Registry[TinyFamily] = Registry("tiny model family")
+# family name → why its tiny checkpoint cannot be written here (a package its processor needs is missing)
+UNAVAILABLE: dict[str, str] = {}
 
 
 def register(family: TinyFamily) -> TinyFamily:
     return TINY.add(family.name, family)
+
+
+def unavailable(name: str, reason: str) -> None:
+    """Record that family ``name`` has a tiny checkpoint, which cannot be written here, and why."""
+    UNAVAILABLE[name] = reason

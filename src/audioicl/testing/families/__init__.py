@@ -14,9 +14,13 @@ from __future__ import annotations
 import pkgutil
 from importlib import import_module
 
-from audioicl.testing.registry import TINY, TinyFamily, card_inputs, register
+from audioicl.testing.registry import TINY, TinyFamily, card_inputs, register, unavailable
 
-__all__ = ["TINY", "TinyFamily", "card_inputs", "register"]
+__all__ = ["TINY", "TORCHAUDIO", "TinyFamily", "card_inputs", "register", "unavailable"]
+
+TORCHAUDIO = (
+    "needs torchaudio, which is not installed (pip install --no-deps torchaudio: scripts/test.sh says which)"
+)
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     import_module(f"{__name__}.{_module}")

@@ -15,7 +15,7 @@ from typing import Any
 from audioicl.testing.weights import config_from as _config
 from audioicl.testing.weights import seeded_model as _seeded_model
 
-from . import TinyFamily, register
+from . import TORCHAUDIO, TinyFamily, register, unavailable
 from .audioflamingo3 import CHATML_IDS, chatml_tokenizer, depth, generation_config, save
 
 # The processor chat template of the converted checkpoint, verbatim from transformers'
@@ -192,3 +192,5 @@ if find_spec("torchaudio") is not None:
             "processor)",
         )
     )
+else:
+    unavailable("fun_asr_nano", TORCHAUDIO)

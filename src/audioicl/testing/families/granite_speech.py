@@ -20,7 +20,7 @@ from audioicl.testing.templates import _bpe
 from audioicl.testing.weights import config_from as _config
 from audioicl.testing.weights import seeded_model as _seeded_model
 
-from . import TinyFamily, register
+from . import TORCHAUDIO, TinyFamily, register, unavailable
 from .audioflamingo3 import generation_config, save
 
 # RECONSTRUCTED, not byte-verified (the hub's tokenizer_config.json was not reachable from here): the Granite 3.3
@@ -229,3 +229,5 @@ if find_spec("torchaudio") is not None:
             "message; the tools, documents and thinking branches left out",
         )
     )
+else:
+    unavailable("granite-speech", TORCHAUDIO)

@@ -17,7 +17,7 @@ from typing import Any
 from audioicl.testing.weights import config_from as _config
 from audioicl.testing.weights import seeded_model as _seeded_model
 
-from . import TinyFamily, register
+from . import TORCHAUDIO, TinyFamily, register, unavailable
 from .audioflamingo3 import save
 from .granite_speech import (
     TINY_ENCODER,
@@ -69,3 +69,5 @@ if find_spec("torchaudio") is not None:
             "checkpoint's own chat template was not found offline",
         )
     )
+else:
+    unavailable("granite-speech-plus", TORCHAUDIO)
