@@ -476,3 +476,25 @@ def test_an_error_naming_hostile_text_is_one_line_without_terminal_escapes(tmp_p
     proc = audioicl("run", "--data", data, "--model", "builtin:random", "--out", tmp_path / "out", rc=2)
     (line,) = proc.stderr.strip("\n").split("\n")
     assert "\x1b" not in line and "\\x1b[31m" in line and "data here" in line
+
+
+def test_a_hub_id_that_cannot_be_had_is_one_line_before_any_retry(dataset, tmp_path):
+    """Issue 40, item 16: a hub-id typo with no hub spent 38 s on five retries, and ``chat-template`` on a missing
+    folder reported a hub connection error. The hub here is a closed local port (``HF_ENDPOINT``), the cache
+    empty: both say what is wrong in one line (the name, the cache, the endpoint), exit 2."""
+    pytest.importorskip("huggingface_hub")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed once the block ends
+    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HUB_CACHE": str(tmp_path / "cache")}
+    env.pop("HF_HUB_OFFLINE", None)
+    done = cli.audioicl("run", "--data", dataset, "--model", "hf:Qwen/Qwen2-Audoi-7B", "--out", tmp_path / "o",
+                        rc=2, env=env)  # fmt: skip
+    line = _one_error_line(done)
+    assert "Qwen/Qwen2-Audoi-7B is no folder here, not in the Hugging Face cache" in line
+    assert f"the hub at http://127.0.0.1:{port} cannot be reached" in line
+    assert not (tmp_path / "o").exists()
+    done = cli.audioicl("chat-template", tmp_path / "no-such-folder", rc=2, env=env)
+    assert _one_error_line(done, "chat-template").endswith(
+        f"no such folder {tmp_path / 'no-such-folder'} (the checkpoint of hf:{tmp_path / 'no-such-folder'})"
+    )

@@ -220,9 +220,16 @@ def looks_like_path(name: str) -> bool:
     return bool(first) and first != name and Path(first).exists()
 
 
-def check_checkpoint(model: ModelSpec) -> None:
-    """Refuse a checkpoint kind's name that is meant as a local folder (``looks_like_path``) but is none."""
-    if not kind_of(model.backend).checkpoint or not looks_like_path(model.name):
+def check_checkpoint(model: ModelSpec, hub: bool = True) -> None:
+    """Refuse a checkpoint kind's name that is meant as a local folder (``looks_like_path``) but is none, and
+    (``hub``) a hub id that is neither cached nor reachable (``hub.check_hub_id``)."""
+    if not kind_of(model.backend).checkpoint:
+        return
+    if not looks_like_path(model.name):
+        if hub:
+            from .hub import check_hub_id
+
+            check_hub_id(model.name)
         return
     path = Path(model.name).expanduser()
     if not path.exists():
@@ -235,9 +242,10 @@ def check_model(model: ModelSpec, import_kind: bool = True) -> None:
     """What ``load_backend`` would refuse before it builds anything: an unknown kind, a checkpoint folder
     that does not exist and (``import_kind``) a package the kind needs that is not installed."""
     kind = kind_of(model.backend)
-    check_checkpoint(model)
+    check_checkpoint(model, hub=False)
     if import_kind:
-        kind.make()
+        kind.make()  # a missing extra is said before the hub is asked for anything
+        check_checkpoint(model)
 
 
 def load_backend(model: ModelSpec, workload: Workload | None = None, **options: object) -> Backend:
@@ -245,8 +253,10 @@ def load_backend(model: ModelSpec, workload: Workload | None = None, **options: 
     declaration) and the run's ``workload`` (what it will ask, for engines that fix limits when they start)."""
     kind = kind_of(model.backend)
     settings = kind.parse(options)
+    check_checkpoint(model, hub=False)
+    make = kind.make()  # a missing extra is said before the hub is asked for anything
     check_checkpoint(model)
-    return kind.make()(checkpoint_name(model), settings, workload)
+    return make(checkpoint_name(model), settings, workload)
 
 
 _SCHEME_END = re.compile(r"://")
