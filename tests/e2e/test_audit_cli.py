@@ -62,7 +62,7 @@ class Builds:
             root = self.build(episodes, seed, *options)
             cwd = root.with_name(root.name + "-audit")
             cwd.mkdir()
-            done = audioicl("audit", root, "--workers", "2", cwd=cwd)
+            done = audioicl("audit", root, "--workers", "2", "--json", cwd / "audit.json", cwd=cwd)
             assert done.returncode in (0, 1), done.stderr
             report = json.loads((cwd / "audit.json").read_text(encoding="utf-8"))
             assert done.returncode == (0 if report["ok"] else 1)
@@ -189,3 +189,35 @@ def test_audit_of_the_reference_meta_files_without_audio(tmp_path: Path):
     assert all(s["accuracy"] is None for t in report["tasks"] for s in t["shortcuts"][5:])
     assert "MorseCode k=1: file names 100.0%" in done.stdout
     assert sum(bool(t["failures"]) for t in report["tasks"]) == 45  # file names everywhere
+
+
+def test_a_query_with_its_own_demos_bytes_and_one_content_with_two_labels_fail(tmp_path: Path):
+    """Issue 40, item 9: byte-identical clips under other names were listed and passed (exit 0), and nothing
+    checked that no query holds the bytes of its own episode's demo. Planted here in a clean build of
+    AudioCount: an episode's query file overwritten with one of its demos' bytes (the answer shown under
+    another name), and another episode's query with the bytes of a clip of another count."""
+    import shutil
+
+    from audioicl import read_meta
+
+    root = tmp_path / "bench"
+    done = audioicl("build", "--out", root, "--tasks", "AudioCount", *SMALL)
+    assert done.returncode == 0, done.stderr
+    episodes = read_meta(root / "meta" / "meta_k1.jsonl")
+    first = episodes[0]
+    shutil.copyfile(root / first.demos[0].clips[0].audio_path, root / first.query.target.audio_path)
+    other = next(
+        ep for ep in episodes[1:] if ep.query.label != episodes[2].query.label and ep is not episodes[2]
+    )
+    shutil.copyfile(root / other.query.target.audio_path, root / episodes[2].query.target.audio_path)
+    done = audioicl("audit", root, "--json", tmp_path / "a.json", "--workers", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"FAIL query has the content of its own demo: AudioCount k=1 {first.id}: " in done.stdout
+    assert "FAIL one content, two labels: AudioCount: " in done.stdout
+    report = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))
+    assert report["ok"] is False and report["duplicates"]["own_demo"] and report["duplicates"]["conflicts"]
+    assert any(
+        "query" in name and "AudioCount" in name
+        for group in report["duplicates"]["examples"]
+        for name in group
+    )

@@ -27,7 +27,7 @@ def test_demo_builds_runs_scores_and_reports(tmp_path: Path):
     html = (out / "report" / "report.html").read_text(encoding="utf-8")
     assert html.count("<audio") > 0 and "AudioRemap" in html
     assert "not embedded" not in html and "left out" not in html  # every shown example can be listened to
-    assert "text-only (floor)" in html and "Text-only floor:" in html
+    assert "text-only (text-only floor)" in html and "Text-only floor:" in html
     assert "text-only floor" in (out / "report" / "report.md").read_text(encoding="utf-8")
 
     # A second run resumes: nothing is built or answered twice, and the numbers are the same.

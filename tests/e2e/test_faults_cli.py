@@ -488,7 +488,7 @@ def test_a_signal_while_the_commands_are_imported_is_one_line(signum):
 import importlib.abc, os, sys
 class Interrupt(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name == "audioicl.cli.study":
+        if name == "audioicl.cli.tasks":  # the one command module imported for "audioicl tasks"
             os.kill(os.getpid(), {int(signum)})
         return None
 sys.meta_path.insert(0, Interrupt())
@@ -533,12 +533,22 @@ raise SystemExit(main(sys.argv[1:]))
 
 
 def test_sigterm_mid_study_is_one_line_lets_its_locks_go_and_the_same_command_completes_it(
-    tiny_dataset, tmp_path
+    fresh_dataset, tmp_path
 ):
-    """Issue 39: ``study`` left locks in 3 of 4 stops. SIGTERM once its first results file is there (the icl
-    solver listens for seconds more): 143, one line, no lock under OUT; the same command completes the study."""
+    """Issue 39: ``study`` left locks in 3 of 4 stops. SIGTERM once its first results file is there, with
+    episodes of 240 s clips still ahead (seconds of listening for the icl solver, so that the study is still
+    running): 143, one line, no lock under OUT; the same command completes the study."""
+    import numpy as np
+
+    from audioicl.audio import write_wav
+
+    long = np.random.default_rng(0).standard_normal(16_000 * 240).astype(np.float32) * 0.1
+    for k in (1, 2):
+        for episode in read_meta(fresh_dataset / "meta" / f"meta_k{k}.jsonl")[6:]:
+            for clip in episode.clips():
+                write_wav(fresh_dataset / clip.audio_path, long)
     out = tmp_path / "study"
-    args = ["study", "--data", tiny_dataset, "--model", "builtin:icl", "--out", out, "--conditions",
+    args = ["study", "--data", fresh_dataset, "--model", "builtin:icl", "--out", out, "--conditions",
             "plain,no-audio", "--k", "1,2", "--no-floor"]  # fmt: skip
     proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -72,7 +72,10 @@ def test_zero_shot_controls_and_probes_side_by_side(built, tmp_path):
     )
     assert "9 task plots" in proc.stdout
     table = (tmp_path / "report" / "report.md").read_text()
-    assert "icl+random-labels k=2" in table and "icl k=0" in table and "icl+probe k=0" in table
+    sections = {part.split("\n", 1)[0]: part for part in table.split("\n### ")[1:]}  # a table a model
+    assert "| task | chance | k=0 | k=1 |" in sections["icl"]
+    assert "| task | chance | k=1 |" in sections["icl+random-labels"]
+    assert "| task | chance | k=0 |" in sections["icl+probe"]
 
     compared = audioicl(
         "compare", out, out, "--model-a", "icl", "--model-b", "icl+random-labels", "--out", tmp_path / "c.md"

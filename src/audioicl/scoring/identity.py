@@ -14,13 +14,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from audioicl.inference.options import CONDITION_MARK
 from audioicl.inference.record import model_run_record, results_identity
 
-if TYPE_CHECKING:
-    from .score import ResultFile
+from .lines import ResultFile
 
 IDENTITY_MARK = "@"  # between a model's name and what tells its runs apart
 NO_RECORD = "no-record"  # the label of files without a run record, beside files with one

@@ -1,4 +1,5 @@
-"""One judged result line (``score.iter_scored_lines`` makes them; the draws and confusion views read them)."""
+"""The records of scoring: a results file found (``ResultFile``) and one judged result line (``ScoredLine``:
+``score.iter_scored_lines`` makes them; the draws and confusion views read them)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,20 @@ class ScoredLine:
     def identity(self) -> tuple[str, int, int, int]:
         """What a line answers: its episode id and its (draw, order, variant), 0 where absent."""
         return (str(self.id), *(self.replicate or PLAIN))
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    """One results file: ``model`` is the name its scores go under, its file name's ``<model>`` unless runs of
+    that name measured different things (``scoring.identity``): then ``<model>@<what differs>``, and
+    ``file_model`` keeps the file's own."""
+
+    path: Path
+    model: str
+    shots: int
+    file_model: str | None = None
+
+    @property
+    def run_name(self) -> str:
+        """The ``<model>`` of the file's name, which names its run record ``<model>_run.json``."""
+        return self.file_model or self.model

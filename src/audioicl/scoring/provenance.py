@@ -11,14 +11,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from audioicl.files import write_atomic
 from audioicl.inference.options import CONDITION_MARK
 from audioicl.inference.record import model_run_record
 
-if TYPE_CHECKING:
-    from .score import ResultFile
+from .lines import ResultFile
 
 
 @dataclass(frozen=True)

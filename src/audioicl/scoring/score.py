@@ -39,7 +39,7 @@ from .coverage import (
 )
 from .draws import DrawRow, draw_rows, draws_path, write_draws
 from .identity import identity_notes, separate_runs
-from .lines import PLAIN, REPLICATE_KEYS, ScoredLine
+from .lines import PLAIN, REPLICATE_KEYS, ResultFile, ScoredLine
 from .provenance import provenance, runs_path, write_provenance
 from .rules import UNPARSED, Verdict, rule_table
 from .stats import cluster_bootstrap, wilson_interval
@@ -64,23 +64,6 @@ _DECODER = json.JSONDecoder()
 
 
 # --- finding result files ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ResultFile:
-    """One results file: ``model`` is the name its scores go under, its file name's ``<model>`` unless runs of
-    that name measured different things (``scoring.identity``): then ``<model>@<what differs>``, and
-    ``file_model`` keeps the file's own."""
-
-    path: Path
-    model: str
-    shots: int
-    file_model: str | None = None
-
-    @property
-    def run_name(self) -> str:
-        """The ``<model>`` of the file's name, which names its run record ``<model>_run.json``."""
-        return self.file_model or self.model
 
 
 def parse_result_name(name: str) -> tuple[str, int] | None:
