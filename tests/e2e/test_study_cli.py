@@ -74,7 +74,7 @@ def test_zero_shot_controls_and_probes_side_by_side(built, tmp_path):
     table = (tmp_path / "report" / "report.md").read_text()
     sections = {part.split("\n", 1)[0]: part for part in table.split("\n### ")[1:]}  # a table a model
     assert "| task | chance | k=0 | k=1 |" in sections["icl"]
-    assert "| task | chance | k=1 |" in sections["icl+random-labels"]
+    assert "| task | chance | k=2 |" in sections["icl+random-labels"]
     assert "| task | chance | k=0 |" in sections["icl+probe"]
 
     compared = audioicl(
