@@ -268,7 +268,7 @@ def test_openai_provider_matches_audioicl_run(tiny_dataset, tmp_path, monkeypatc
         task = audioicl_bench(data=str(tiny_dataset), k="0-2", tasks=TASKS, clip_dir=str(tmp_path / "clips"))
         log = _eval(task, "openai-api/local/test-model", tmp_path / "logs")
         inspect_bodies = {e.digest: e.body for e in server.log}
-        audioicl("import-inspect", log.location, "--out", tmp_path / "inspect")
+        audioicl("import-inspect", log.location, "--out", tmp_path / "inspect", "--name", "test-model")
         asked_by_inspect = len(server.log)
         audioicl(
             "run", "--data", tiny_dataset, "--model", "openai:test-model", "--base-url", server.url,
@@ -324,4 +324,4 @@ def test_inspect_eval_command_finds_the_task(tiny_dataset, tmp_path, monkeypatch
         audio = [p for m in entry.body["messages"] if isinstance(m["content"], list) for p in m["content"]]
         assert sum(1 for p in audio if p["type"] == "input_audio") == 3  # k + 1
     written = import_inspect([tmp_path / "logs"], tmp_path / "out")
-    assert [(w.path.name, w.lines) for w in written] == [("test-model_results_k2.jsonl", 3)]
+    assert [(w.path.name, w.lines) for w in written] == [("openai-api-test-model_results_k2.jsonl", 3)]
