@@ -89,13 +89,16 @@ def test_an_all_error_run_is_no_answers_and_is_never_ranked(tiny_dataset, tmp_pa
     (row,) = summary_rows(tmp_path / "summary_coverage.csv")
     assert row["status"] == "no answers" and row["mean_accuracy"] == ""
     assert "no answers: every one of the 12 lines is an error line" in done.stderr
+    # model-a's valid run, in the layout it can take (as a one-clip family's single-clip run): ranked beside the
+    # others (built-in solvers here, so among the floors; a model's among the models)
+    audioicl("run", "--data", tiny_dataset, "--model", "builtin:icl", "--out", broken, "--k", "1", "--name",
+             "model-a", "--layout", "single-clip")  # fmt: skip
     audioicl("leaderboard", broken, working, "--out", tmp_path / "site")
     page = (tmp_path / "site" / "index.html").read_text()
+    models = page.split('data-kind="floor"')[1].split("</table>")[0]
     ranks = {
-        name: rank
-        for rank, row in re.findall(r"<tr><td>([^<]*)</td>(.*?)</tr>", page)
-        for name in ("model-a", "model-b")
-        if f">{name}<" in row
+        re.sub(r"<[^>]+>", "", cell).strip(): rank
+        for rank, cell in re.findall(r'<tr><td>([^<]*)</td><td class="entry"[^>]*>(.*?)</td>', models)
     }
-    assert ranks == {"model-a": "–", "model-b": "1"}
+    assert ranks["model-a"] == "–" and "–" not in {ranks["model-b"], ranks["model-a + single-clip"]}, ranks
     assert "no answers" in page

@@ -17,6 +17,7 @@ from audioicl.prompts.sets import Style
 from audioicl.seeding import derive_seed
 
 CONDITION_MARK = "+"  # between the model's name and its study condition in results file names
+SINGLE_CLIP = "single-clip"  # the condition of --layout single-clip
 
 Report = Callable[[str], None]
 RunOrder = Literal["episode", "k"]
@@ -106,7 +107,7 @@ class RunOptions:
         parts = [
             None if self.style == "specific" else f"style-{self.style}",
             "probe" if self.probe else self.control,
-            "single-clip" if self.layout == "single-clip" else None,
+            SINGLE_CLIP if self.layout == SINGLE_CLIP else None,
         ]
         return CONDITION_MARK.join(part for part in parts if part) or None
 

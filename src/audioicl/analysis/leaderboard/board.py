@@ -7,15 +7,15 @@ condition such as ``+random-labels``) or a built-in floor or solver.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
 from audioicl.backends.base import ModelSpec
 from audioicl.errors import AudioICLError
-from audioicl.inference.options import CONDITION_MARK
+from audioicl.inference.options import CONDITION_MARK, SINGLE_CLIP
 from audioicl.inference.record import Record, model_run_record
-from audioicl.scoring.coverage import CoverageRow
+from audioicl.scoring.coverage import NO_ANSWERS, CoverageRow
 from audioicl.scoring.draws import DrawRow
 from audioicl.scoring.identity import separate_runs
 from audioicl.scoring.score import (
@@ -160,6 +160,26 @@ def load_board(
     lines = {cell: tuple(scored) for cell, scored in scoring.examples.items()}
     coverage = {(c.model, c.shots): c for c in scoring.coverage}
     draws = {(d.model, d.shots, d.task): d for d in scoring.draws}
-    return Board(
-        _entries(files), tuple(scoring.rows), coverage, lines, tuple(folders), draws, tuple(scoring.notes)
-    )
+    entries = _ranked_layouts(_entries(files), coverage)
+    return Board(entries, tuple(scoring.rows), coverage, lines, tuple(folders), draws, tuple(scoring.notes))
+
+
+def _ranked_layouts(
+    entries: dict[str, Entry], coverage: Mapping[tuple[str, int], CoverageRow]
+) -> dict[str, Entry]:
+    """A model's ``+single-clip`` run goes among the models (or the floors, for a built-in solver's), its name
+    saying the layout, where the model has no run of its own that answered (none, or all "no answers": a family
+    that takes one clip a prompt), so that such a family is ranked by its valid run, never by its all-error
+    one."""
+
+    def answered(name: str) -> bool:
+        cells = [row for (entry, _), row in coverage.items() if entry == name]
+        return any(row.status != NO_ANSWERS for row in cells)
+
+    moved = {}
+    for name, entry in entries.items():
+        base = entries.get(entry.base)
+        without_own = base is None or base.kind != CONTROL and not answered(base.name)
+        if entry.kind == CONTROL and entry.condition == SINGLE_CLIP and answered(name) and without_own:
+            moved[name] = replace(entry, kind=base.kind if base is not None else MODEL)
+    return {**entries, **moved}
