@@ -55,6 +55,8 @@ def test_run_score_report(built, tiny_checkpoints, tmp_path, family):
     info = record["runs"][-1]["backend_info"]
     assert info["dtype"] == "float32" and info["device"] == "cpu" and info["transformers"]
     assert info["allocator"] == {"asked": "auto", "used": "default"}  # expandable segments are for CUDA
+    # issue 41: transformers' hub kernels are off unless asked (no network fetch at load), and recorded
+    assert info["hub_kernels"] in ("off", None)  # None: a transformers without them
     # the reuse path's switches, as the CPU resolves them: each batch decoded alone, clips encoded in generate
     assert info["decode_batches"] == {"asked": "auto", "used": 1}
     assert info["encode_ahead"] == {"asked": "auto", "used": False}

@@ -34,6 +34,13 @@ KIND = Kind(
         Option("attn", choice("sdpa", "flash_attention_2", "eager"), "sdpa", "the attention implementation"),
         Option("trust_remote_code", FLAG, False, "run the checkpoint's own code"),
         Option(
+            "hub_kernels",
+            choice("off", "on"),
+            "off",
+            "transformers' kernels fetched from the hub in place of the model's layers (on: needs the network, "
+            "other numerics than the checkpoint's code)",
+        ),
+        Option(
             "cache",
             choice("dynamic", "static"),
             "dynamic",

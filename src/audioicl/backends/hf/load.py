@@ -155,8 +155,13 @@ def load_checkpoint(name: str, settings: Settings, device: torch.device) -> Load
         "trust_remote_code": settings.trust_remote_code,
         "device_map": {"": str(device)},
         # transformers >= 5.25 swaps layers for kernels fetched from the hub unless told not to: other numerics
-        # than the checkpoint's own code, and a network fetch (a machine without network cannot load at all)
-        **({"use_kernels": False} if hasattr(transformers.PreTrainedModel, "use_kernels") else {}),
+        # than the checkpoint's own code, and a network fetch (a machine without network cannot load at all).
+        # Off unless asked (-o hub_kernels=on), and recorded (backend_info).
+        **(
+            {"use_kernels": settings.hub_kernels == "on"}
+            if hasattr(transformers.PreTrainedModel, "use_kernels")
+            else {}
+        ),
     }
     if known is not None and model_type in known.thinker_of:
         load_kwargs["config"] = config.thinker_config
@@ -234,6 +239,7 @@ def backend_info(loaded: Loaded, settings: Settings, device: torch.device) -> di
         "dtype": str(loaded.model.dtype).removeprefix("torch."),
         "device": str(device),
         "attn": attention_implementation(loaded.family, settings.attn),
+        "hub_kernels": settings.hub_kernels if hasattr(transformers.PreTrainedModel, "use_kernels") else None,
         "adapter": loaded.adapter,
         "transformers": transformers.__version__,
         "torch": torch.__version__,
