@@ -45,7 +45,8 @@ class Verdict:
 
     ``prediction`` is an ``int`` (count/length/operator tasks), ``"normal"``/``"anomalous"``, three
     upper-case letters (AudioRemap), or the normalised text (other tasks); ``None`` when unparsed.
-    (Not frozen: one is made per result line, and frozen dataclasses are four times slower to build.)
+    (Not frozen, as frozen dataclasses are four times slower to build; never changed once made: the scorer
+    shares one among a file's lines with the same task, response and ground truth.)
     """
 
     correct: bool
