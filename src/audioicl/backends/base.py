@@ -226,7 +226,7 @@ def check_checkpoint(model: ModelSpec, hub: bool = True) -> None:
     if not kind_of(model.backend).checkpoint:
         return
     if not looks_like_path(model.name):
-        if hub:
+        if hub and not Path(model.name).expanduser().is_dir():  # a folder here is what transformers loads
             from .hub import check_hub_id
 
             check_hub_id(model.name)
