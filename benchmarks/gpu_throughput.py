@@ -148,11 +148,11 @@ def measure(
         model,
         processor,
         reuse=reuse,
-        kv_cache=args.cache if reuse == "off" else "dynamic",
+        cache=args.cache if reuse == "off" else "dynamic",
         compile=compile,
         cuda_graphs=cuda_graphs,
         fused=fused,
-        packed=args.pack and reuse != "off",
+        pack="on" if args.pack and reuse != "off" else "off",
         decode_batches=decode_batches,
         encode_ahead=encode_ahead,
     )
@@ -206,7 +206,8 @@ def measure(
         for s in summary.ks
         for x in map(json.loads, s.path.read_text().splitlines())
     }
-    backend.path.embeddings.clear()
+    if backend.path is not None:  # reuse=off has no reuse path
+        backend.path.embeddings.clear()
     return {
         "prompts": len(lines),
         "errors": len(lines) - len(ok),
