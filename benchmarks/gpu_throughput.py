@@ -448,10 +448,10 @@ def first_logit_errors(model, processor, family: str, per_task: int, data: Path)
     assert not failed, failed
     errors: dict[str, list[float]] = {"reuse": [], "batched": []}
     with torch.inference_mode():
-        alone = {item.index: model(**scratch._inputs([item])).logits[0, -1].float() for item in whole}
+        alone = {item.index: model(**scratch.scratch._inputs([item])).logits[0, -1].float() for item in whole}
         for start in range(0, len(whole), 8):
             chunk = whole[start : start + 8]
-            logits = model(**scratch._inputs(chunk)).logits[:, -1].float()
+            logits = model(**scratch.scratch._inputs(chunk)).logits[:, -1].float()
             errors["batched"] += [
                 relative_error(logits[i], alone[item.index]) for i, item in enumerate(chunk)
             ]

@@ -38,7 +38,7 @@ def packed_rows(backend: Any, requests: list[Request]) -> tuple[list[Any], dict[
     clips' features by digest. A prompt that cannot be prepared or packed is an error here: a benchmark over a
     build times every prompt or none."""
     prepared, failed = backend.prepare(requests)
-    rows, clips, refused = backend.pack(prepared)
+    rows, clips, refused = backend.path.pack(prepared)
     if failed or refused:
         problems = {**failed, **refused}
         raise RuntimeError(f"prompts the backend refused: {problems}")

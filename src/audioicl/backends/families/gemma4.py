@@ -34,8 +34,10 @@ class Gemma4Family(StringSystemFamily):
     ``<|audio|>`` for a clip, which ``replace_audio_token`` expands to ``boa`` + one ``<|audio|>`` per token +
     ``eoa``; a clip's features at its valid frames are the same whatever its call's longest clip, and the audio
     tower masks the frames past a clip's end (Unified's projects each frame alone), so each clip is extracted
-    and encoded alone. Only with ``-o reuse=prefix``: equal to ``generate`` in fp32 on the CPU, not yet run on
-    a GPU."""
+    and encoded alone. Equal to ``generate`` in fp32 on the CPU (tests); Gemma 4 takes it by default since it
+    ran on a GPU (an H100, docs/performance.md: 5.1x ``reuse=off`` on the 20-episode mix, its first-position
+    logits in bf16 no farther from one prompt's own forward than the same forward batched with padding is);
+    Gemma 4 Unified only with ``-o reuse=prefix`` until it has run on a GPU."""
 
     placeholder: str = "<|audio|>"
     audio_token: str = "<|audio|>"
@@ -53,6 +55,7 @@ FAMILY = register(
     Gemma4Family(
         name="gemma4",
         verified="gpu",  # full size, random weights: docs/measurements.md
+        fast_path_by_default=True,  # the GPU check of issue 41: docs/performance.md
         display="Gemma 4",
         model_types=("gemma4",),
         model_class="Gemma4ForConditionalGeneration",
