@@ -70,8 +70,9 @@ FAMILY = register(
             "cut silently by the feature extractor (audioicl refuses such clips instead). The chat template "
             "trims each text part and takes the system message as a string; thinking stays off (no "
             "enable_thinking). transformers >= 5.25 is the release tested; the first release with Gemma 4 was "
-            "not checked. The hf fast path (each clip encoded once, an episode's prefix computed once) runs "
-            "with -o reuse=prefix: equal to generate in fp32, not yet run on a GPU."
+            "not checked. The hf fast path (each clip encoded once, an episode's prefix computed once) is the "
+            "default: equal to generate in fp32 on the CPU, 5.1x reuse=off on an H100 (-o reuse=off for "
+            "transformers' generate)."
         ),
     )
 )
