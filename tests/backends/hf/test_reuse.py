@@ -130,7 +130,7 @@ def test_packed_rows_hold_a_batchs_groups_one_after_another_each_reading_only_it
 def test_reuse_options_are_checked_against_the_family():
     from audioicl.backends.families import FAMILIES
 
-    qwen, gemma = FAMILIES.get("qwen2-audio"), FAMILIES.get("gemma4_unified")  # its default: reuse=off
+    qwen, gemma = FAMILIES.get("qwen2-audio"), FAMILIES.get("gemma4")
     assert HF.parse({}).reuse is None
     with pytest.raises(AudioICLError, match="reuse must be off, audio or prefix"):
         HF.parse({"reuse": "all"})
@@ -140,13 +140,12 @@ def test_reuse_options_are_checked_against_the_family():
         reuse_for(HF.parse({"cache": "static"}), qwen)
     # a family whose default is already reuse=off takes cache=static as it stands
     assert reuse_for(HF.parse({"cache": "static"}), gemma) == "off"
-    assert reuse_for(HF.parse({}), FAMILIES.get("gemma4")) == "prefix"  # by default since its GPU check
     assert HF.parse({"pack": "on"}).pack == "on" and HF.parse({}).pack == "off"
     with pytest.raises(AudioICLError, match="pack must be on or off"):
         HF.parse({"pack": "yes"})
     with pytest.raises(AudioICLError, match="pack=on packs the rows of the fast path"):
         reuse_for(HF.parse({"pack": "on", "reuse": "off"}), qwen)
-    with pytest.raises(AudioICLError, match="gemma4_unified has no fast path|without reuse=off"):
+    with pytest.raises(AudioICLError, match="gemma4 has no fast path|without reuse=off"):
         reuse_for(HF.parse({"pack": "on"}), gemma)
     assert reuse_for(HF.parse({"cache": "static", "reuse": "off"}), qwen) == "off"
     assert HF.parse({}).decode_batches == "auto"
@@ -227,7 +226,7 @@ def fast_path_families(tmp_path_factory):
             ModelSpec("hf", str(TINY.get(name).write(root / name, 0))),
             dtype="fp32",
             device="cpu",
-            reuse="prefix",  # Gemma 4 Unified's only where asked (``fast_path_by_default``)
+            reuse="prefix",  # Gemma 4's (and Unified's) only where asked (``fast_path_by_default``)
         )
         for name in TINY.names()
         if name in PARTS and name not in FAMILY_NAMES  # the Qwen ones: prefix_backends
@@ -250,14 +249,12 @@ def test_every_fast_path_family_answers_as_generate_from_scratch(
     assert_reuse_answers_equal_generate(backend, one_episode_each)
 
 
-@pytest.mark.parametrize(("family", "default"), [("gemma4", "prefix"), ("gemma4_unified", "off")])
-def test_gemma4_unified_takes_the_fast_path_only_where_asked(family, default):
-    """Gemma 4 by default since its GPU check (issue 41, docs/performance.md); Unified not run on a GPU yet."""
+@pytest.mark.parametrize("family", ["gemma4", "gemma4_unified"])
+def test_gemma4_takes_the_fast_path_only_where_asked(family):
     from audioicl.backends.families import FAMILIES
 
-    assert reuse_for(HF.parse({}), FAMILIES.get(family)) == default
+    assert reuse_for(HF.parse({}), FAMILIES.get(family)) == "off"
     assert reuse_for(HF.parse({"reuse": "prefix"}), FAMILIES.get(family)) == "prefix"
-    assert reuse_for(HF.parse({"reuse": "off"}), FAMILIES.get(family)) == "off"
     assert reuse_for(HF.parse({}), FAMILIES.get("voxtral")) == "prefix"
 
 

@@ -34,10 +34,10 @@ class Gemma4Family(StringSystemFamily):
     ``<|audio|>`` for a clip, which ``replace_audio_token`` expands to ``boa`` + one ``<|audio|>`` per token +
     ``eoa``; a clip's features at its valid frames are the same whatever its call's longest clip, and the audio
     tower masks the frames past a clip's end (Unified's projects each frame alone), so each clip is extracted
-    and encoded alone. Equal to ``generate`` in fp32 on the CPU (tests); Gemma 4 takes it by default since it
-    ran on a GPU (an H100, docs/performance.md: 5.1x ``reuse=off`` on the 20-episode mix, its first-position
-    logits in bf16 no farther from one prompt's own forward than the same forward batched with padding is);
-    Gemma 4 Unified only with ``-o reuse=prefix`` until it has run on a GPU."""
+    and encoded alone. Only with ``-o reuse=prefix``: equal to ``generate`` in fp32 on the CPU; on an H100 5.1x
+    ``reuse=off`` on the 20-episode mix (docs/performance.md). Not the default yet: with it, a sampling call (which
+    takes transformers' ``generate`` over the fast path's own inputs) would lack the ``mm_token_type_ids`` the
+    processor makes (tests/backends/test_families.py found it)."""
 
     placeholder: str = "<|audio|>"
     audio_token: str = "<|audio|>"
@@ -55,7 +55,6 @@ FAMILY = register(
     Gemma4Family(
         name="gemma4",
         verified="gpu",  # full size, random weights: docs/measurements.md
-        fast_path_by_default=True,  # the GPU check of issue 41: docs/performance.md
         display="Gemma 4",
         model_types=("gemma4",),
         model_class="Gemma4ForConditionalGeneration",
@@ -70,9 +69,8 @@ FAMILY = register(
             "cut silently by the feature extractor (audioicl refuses such clips instead). The chat template "
             "trims each text part and takes the system message as a string; thinking stays off (no "
             "enable_thinking). transformers >= 5.25 is the release tested; the first release with Gemma 4 was "
-            "not checked. The hf fast path (each clip encoded once, an episode's prefix computed once) is the "
-            "default: equal to generate in fp32 on the CPU, 5.1x reuse=off on an H100 (-o reuse=off for "
-            "transformers' generate)."
+            "not checked. The hf fast path (each clip encoded once, an episode's prefix computed once) runs "
+            "with -o reuse=prefix: equal to generate in fp32 on the CPU, 5.1x reuse=off on an H100."
         ),
     )
 )
