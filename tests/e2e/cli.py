@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 
@@ -41,3 +42,20 @@ def audioicl(
             f"exit {proc.returncode}, expected {rc}\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}"
         )
     return proc
+
+
+def stopped_by(signum: int, ready: Callable[[], bool], *args: object, timeout: float = 60) -> tuple[int, str]:
+    """Start ``audioicl ARGS``, wait until ``ready()`` (failing if the command ends first), send it ``signum``;
+    its exit status and stderr once it has ended (killed after the test, should it still run)."""
+    proc = subprocess.Popen(command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not ready():
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signum)
+        _, stderr = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, stderr

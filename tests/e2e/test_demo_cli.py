@@ -44,23 +44,13 @@ def test_a_signal_stops_the_demo_in_one_line_and_the_rerun_completes(tmp_path: P
     """SIGTERM while the demo runs its solvers (issue 39: every command stops the same way): one line, 143, no
     lock left; the same command completes it."""
     import signal
-    import subprocess
-    import time
 
     out = tmp_path / "demo"
     args = ["demo", "--out", out, "--episodes", "3", "--k", "1,2", "--solvers", "random,icl"]
-    proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        while not any((out / "results").glob("*_results_k*.jsonl")) if (out / "results").exists() else True:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 143, stderr  # the icl solver's seconds of work were still ahead
+    status, stderr = cli.stopped_by(
+        signal.SIGTERM, lambda: any((out / "results").glob("*_results_k*.jsonl")), *args
+    )
+    assert status == 143, stderr  # the icl solver's seconds of work were still ahead
     assert stderr.strip().splitlines()[-1].startswith("audioicl demo: stopped by SIGTERM")
     assert not list(out.rglob("*.lock")) and not list(tmp_path.glob("*.lock"))
     done = cli.audioicl(*args, rc=0)

@@ -414,19 +414,9 @@ def test_a_signal_stops_a_build_in_one_line_lets_its_lock_go_and_the_rerun_compl
     number and one line, the folder's lock let go (its workers end with it); the same command completes it."""
     out = tmp_path / "bench"
     args = ["build", "--out", out, "--episodes", "12", "--workers", "2"]
-    proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        while not any((out / "data").rglob("*.wav")) if (out / "data").exists() else True:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.02)
-        proc.send_signal(signum)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    status, stderr = cli.stopped_by(signum, lambda: any((out / "data").rglob("*.wav")), *args)
     name = signal.Signals(signum).name
-    assert proc.returncode == 128 + signum, stderr
+    assert status == 128 + signum, stderr
     assert one_line(stderr) == f"audioicl build: stopped by {name}; run the same command again: it resumes"
     assert not (tmp_path / "bench.lock").exists() and not (out / "manifest.json").exists()
     audioicl(*args, rc=0)
@@ -550,18 +540,10 @@ def test_sigterm_mid_study_is_one_line_lets_its_locks_go_and_the_same_command_co
     out = tmp_path / "study"
     args = ["study", "--data", fresh_dataset, "--model", "builtin:icl", "--out", out, "--conditions",
             "plain,no-audio", "--k", "1,2", "--no-floor"]  # fmt: skip
-    proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        while not any((out / "results").rglob("*_results_k*.jsonl")) if (out / "results").exists() else True:
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 143, stderr
+    status, stderr = cli.stopped_by(
+        signal.SIGTERM, lambda: any((out / "results").rglob("*_results_k*.jsonl")), *args
+    )
+    assert status == 143, stderr
     assert stderr.strip().splitlines()[-1].startswith("audioicl study: stopped by SIGTERM")
     assert not list(out.rglob("*.lock")) and not list(tmp_path.glob("*.lock"))
     audioicl(*args, rc=0)
