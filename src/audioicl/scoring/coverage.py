@@ -267,22 +267,6 @@ def coverage_row(
     ``unparsed``), the ids scored under each task and the unreadable lines. ``identities``: task → the
     distinct (id, draw, order, variant) of lines that hold draws (one id, several draws: one line each, not
     extra lines); None: one line per id, as a plain run. Lines that are all error lines: ``no answers``."""
-    row = _coverage_row(model, shots, rows, ids, unreadable, expected, identities)
-    lines = sum(r.n for r in rows)
-    if lines and all(r.errors is not None for r in rows) and row.errors == lines:
-        return replace(row, status=NO_ANSWERS, mean_accuracy=None, mean_tasks=0, complete_tasks=())
-    return row
-
-
-def _coverage_row(
-    model: str,
-    shots: int,
-    rows: Sequence,
-    ids: Mapping[str, set],
-    unreadable: int,
-    expected: Expected,
-    identities: Mapping[str, set[tuple[str, int, int, int]]] | None,
-) -> CoverageRow:
     accuracy = {r.task: r.accuracy for r in rows}
     counts = {
         "errors": sum(r.errors or 0 for r in rows),
@@ -291,7 +275,7 @@ def _coverage_row(
     }
     selection = describe_selection(expected.parts)
     if expected.episodes is None:
-        return _unchecked(model, shots, accuracy, counts, selection, expected)
+        return _no_answers(_unchecked(model, shots, accuracy, counts, selection, expected), rows)
     by_task: dict[str, set[str]] = {}
     for episode, task in expected.tasks_of.items():
         by_task.setdefault(task, set()).add(episode)
@@ -323,7 +307,7 @@ def _coverage_row(
     else:
         status = SUBSET
     values = [accuracy[task] for task in complete]
-    return CoverageRow(
+    row = CoverageRow(
         model,
         shots,
         status,
@@ -345,6 +329,15 @@ def _coverage_row(
         per_task=per_task,
         **counts,
     )
+    return _no_answers(row, rows)
+
+
+def _no_answers(row: CoverageRow, rows: Sequence) -> CoverageRow:
+    """``row`` as ``no answers`` where every one of its lines is an error line (and the rows say so)."""
+    lines = sum(r.n for r in rows)
+    if lines and all(r.errors is not None for r in rows) and row.errors == lines:
+        return replace(row, status=NO_ANSWERS, mean_accuracy=None, mean_tasks=0, complete_tasks=())
+    return row
 
 
 def _unchecked(
