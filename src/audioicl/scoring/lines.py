@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,3 +56,13 @@ class ResultFile:
     def run_name(self) -> str:
         """The ``<model>`` of the file's name, which names its run record ``<model>_run.json``."""
         return self.file_model or self.model
+
+
+def entry_folders(files: Iterable[ResultFile]) -> dict[str, list[tuple[Path, str]]]:
+    """Each entry's folders, with the name of the run record there (``ResultFile.run_name``), in the order met."""
+    folders: dict[str, list[tuple[Path, str]]] = {}
+    for result in files:
+        held = folders.setdefault(result.model, [])
+        if (result.path.parent, result.run_name) not in held:
+            held.append((result.path.parent, result.run_name))
+    return folders

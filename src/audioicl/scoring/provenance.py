@@ -17,7 +17,7 @@ from audioicl.files import write_atomic
 from audioicl.inference.options import CONDITION_MARK
 from audioicl.inference.record import model_run_record
 
-from .lines import ResultFile
+from .lines import ResultFile, entry_folders
 
 
 @dataclass(frozen=True)
@@ -61,13 +61,8 @@ def _one(values: Sequence[Any]) -> str | None:
 
 def provenance(files: Sequence[ResultFile]) -> list[Provenance]:
     """Each entry's ``Provenance``, in the order entries are first met."""
-    folders: dict[str, list[tuple[Path, str]]] = {}
-    for result in files:
-        held = folders.setdefault(result.model, [])
-        if (result.path.parent, result.run_name) not in held:
-            held.append((result.path.parent, result.run_name))
     found = []
-    for entry, held in folders.items():
+    for entry, held in entry_folders(files).items():
         records = [rec for folder, name in held if (rec := model_run_record(folder, name)) is not None]
         runs = [run for _, record in records for run in record.get("runs") or [] if isinstance(run, dict)]
         environments = [run.get("environment") or {} for run in runs]

@@ -18,6 +18,7 @@ from audioicl.inference.record import Record, model_run_record
 from audioicl.scoring.coverage import NO_ANSWERS, CoverageRow
 from audioicl.scoring.draws import DrawRow
 from audioicl.scoring.identity import separate_runs
+from audioicl.scoring.lines import entry_folders
 from audioicl.scoring.score import (
     ResultFile,
     ScoredLine,
@@ -130,14 +131,9 @@ def find_files(folders: Sequence[Path], shots: Iterable[int] | None = None) -> l
 
 
 def _entries(files: Sequence[ResultFile]) -> dict[str, Entry]:
-    folders: dict[str, list[tuple[Path, str]]] = {}  # entry → (folder, the name of its run record)
-    for result in files:
-        held = folders.setdefault(result.model, [])
-        if (result.path.parent, result.run_name) not in held:
-            held.append((result.path.parent, result.run_name))
     solvers = builtin_solvers()
     entries = {}
-    for name, held in folders.items():
+    for name, held in entry_folders(files).items():
         records = tuple(
             RecordFile(*found)
             for folder, run_name in held
