@@ -86,12 +86,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     the only one imported (``audioicl score`` starts without the other twenty), and its help and errors are
     what the full parser gives for it."""
     module = None if command is None else command.replace("-", "_")
-    for name in (module,) if module in COMMAND_MODULES else COMMAND_MODULES:
+    chosen = (module,) if module in COMMAND_MODULES else COMMAND_MODULES
+    for name in chosen:
         importlib.import_module(f"{__package__}.{name}")
     from .options import COMMANDS
 
-    def listed(entry: tuple) -> int:  # the listing's order whatever the order of import in this process
-        return COMMAND_MODULES.index(entry[1].__module__.rsplit(".", 1)[-1])
+    def module_of(entry: tuple) -> str:
+        return entry[1].__module__.rsplit(".", 1)[-1]
 
     parser = argparse.ArgumentParser(
         prog="audioicl",
@@ -99,8 +100,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"audioicl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add, handler in sorted(COMMANDS, key=listed):
-        if module not in COMMAND_MODULES or handler.__module__.endswith(f".{module}"):
+    # in the listing's order, whatever the order of import in this process
+    for add, handler in sorted(COMMANDS, key=lambda entry: COMMAND_MODULES.index(module_of(entry))):
+        if module_of((add, handler)) in chosen:
             add(sub).set_defaults(run=handler)
     return parser
 
