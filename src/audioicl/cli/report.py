@@ -8,7 +8,6 @@ from audioicl.analysis.report import (
     DEFAULT_AUDIO_BUDGET,
     FLOOR_MODEL,
     ReportOptions,
-    check_same_results,
     write_report,
 )
 from audioicl.analysis.report.accuracy import INTERVALS
@@ -80,8 +79,6 @@ def run(args) -> int:
     check_output(args.out, "--out", folder=True)
     if args.scores.is_dir():
         args.scores = args.scores / SUMMARY_NAME
-    if args.results is not None:
-        check_same_results(args.scores, args.results, args.floor)
     files = write_report(
         ReportOptions(
             scores=args.scores,
@@ -92,6 +89,7 @@ def run(args) -> int:
             audio_budget=int(args.audio_budget_mb * 1e6),
             floor=args.floor,
             interval=args.interval,
+            same_results=True,
         )
     )
     left_out = f"; {files.examples_left_out} examples left out" if files.examples_left_out else ""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from audioicl.errors import AudioICLError
 from audioicl.files import write_atomic, writing
+from audioicl.scoring.lines import ScoredLine
 from audioicl.scoring.provenance import Provenance, read_provenance, runs_path
 from audioicl.scoring.score import detail_path
 from audioicl.tasks.chance import chance_level
@@ -47,7 +48,6 @@ __all__ = [
     "FLOOR_MODEL",
     "ReportFiles",
     "ReportOptions",
-    "check_same_results",
     "write_report",
 ]
 
@@ -65,6 +65,8 @@ class ReportOptions:
     audio_budget: int = DEFAULT_AUDIO_BUDGET
     floor: str = FLOOR_MODEL  # the model drawn as the text-only floor
     interval: str = "wilson"  # accuracy.INTERVALS
+    # refuse ``results`` that are not the lines ``scores`` scored (``check_same_results``; ``audioicl report``)
+    same_results: bool = False
 
     def __post_init__(self) -> None:
         for name in ("scores", "out", "results", "data"):  # str paths from callers of the Python API
@@ -206,12 +208,10 @@ def scored_strictly(scores: Path) -> bool:
     return False
 
 
-def check_same_results(scores: Path, results: Path, floor: str = FLOOR_MODEL) -> None:
+def check_same_results(grid: AccuracyGrid, lines: list[ScoredLine], scores: Path, results: Path) -> None:
     """Refuse ``--results`` that are not the lines ``--scores`` scored: every scored (model, k, task) must have
     as many lines there (and, unless the scores are strict, as many correct), so that the confusions and the
-    examples shown are of the numbers shown (issue 40: the scores of one run beside another's examples).
-    ``audioicl report`` checks it before writing anything."""
-    grid, lines = load_grid(scores, floor), read_scored(results)
+    examples shown are of the numbers shown (issue 40: the scores of one run beside another's examples)."""
     strict = scored_strictly(scores)  # the lines here are judged by the original rules
     tally: dict[tuple[str, int, str], list[int]] = {}
     for line in lines:
@@ -238,6 +238,9 @@ def write_report(options: ReportOptions) -> ReportFiles:
     from .plots import compliance_figure, overview_figure, task_figure
 
     grid = load_grid(options.scores, options.floor, options.interval)
+    scored = None if options.results is None else read_scored(options.results)
+    if scored is not None and options.same_results:  # before anything is written
+        check_same_results(grid, scored, options.scores, options.results)
     with writing(options.out):
         options.out.mkdir(parents=True, exist_ok=True)
         # report.html (written last) marks a whole report: an earlier one goes first (see the docstring)
@@ -261,8 +264,8 @@ def write_report(options: ReportOptions) -> ReportFiles:
     examples: dict[str, list[Example]] = {}
     confusion_views: dict[str, tuple[ViewTable, ...]] = {}
     with_examples = options.results is not None and options.examples > 0
-    if options.results is not None:
-        lines = [line for line in read_scored(options.results) if line.model in grid.models]  # may hold more
+    if scored is not None and options.results is not None:
+        lines = [line for line in scored if line.model in grid.models]  # the folder may hold more models
         confusion_views = confusions(lines, options.results, options.data)
         if with_examples:
             examples = select_examples(lines, options.examples, options.results, options.data)
