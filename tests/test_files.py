@@ -4,14 +4,14 @@ folders made by ``create_folder`` taken back by ``remove_empty_folders``."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
-from audioicl.errors import AudioICLError
+from audioicl.errors import AudioICLError, NotWritable
 from audioicl.files import (
     check_output,
     create_folder,
-    output_problem,
     remove_empty_folders,
     temporary_name,
     write_atomic,
@@ -43,18 +43,22 @@ def test_write_atomic_into_a_missing_folder_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def refused(path, folder: bool, problem: str, error: type[AudioICLError] = AudioICLError) -> None:
+    """``check_output(path)`` refuses it with ``--out PATH PROBLEM`` (and the remedy, for a place not writable)."""
+    remedy = "; make it writable, or name another" if error is NotWritable else ""
+    with pytest.raises(error, match=rf"^--out {re.escape(str(path))} {re.escape(problem + remedy)}$"):
+        check_output(path, "--out", folder=folder)
+
+
 def test_output_problems(tmp_path):
     (tmp_path / "f").write_text("x")
     (tmp_path / "d").mkdir()
-    assert output_problem(tmp_path / "f", folder=False) is None
-    assert output_problem(tmp_path / "d", folder=True) is None
-    assert output_problem(tmp_path / "new" / "deeper" / "x.csv", folder=False) is None
-    assert output_problem(tmp_path / "d", folder=False) == "is a folder, not a file"
-    assert output_problem(tmp_path / "f", folder=True) == "is a file, not a folder"
-    assert (
-        output_problem(tmp_path / "f" / "sub", folder=True)
-        == f"cannot be created: {tmp_path / 'f'} is not a folder"
-    )
+    check_output(tmp_path / "f", "--out", folder=False)
+    check_output(tmp_path / "d", "--out", folder=True)
+    check_output(tmp_path / "new" / "deeper" / "x.csv", "--out", folder=False)
+    refused(tmp_path / "d", False, "is a folder, not a file")
+    refused(tmp_path / "f", True, "is a file, not a folder")
+    refused(tmp_path / "f" / "sub", True, f"cannot be created: {tmp_path / 'f'} is not a folder")
     with pytest.raises(AudioICLError, match=r"^--out .*/f is a file, not a folder$"):
         check_output(tmp_path / "f", "--out", folder=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "f"]  # nothing created
@@ -65,8 +69,8 @@ def test_output_in_a_folder_without_write_permission(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o555)
     try:
-        assert output_problem(locked / "x", folder=True) == f"cannot be created: {locked} is not writable"
-        assert output_problem(locked, folder=True) == f"cannot be written: {locked} is not writable"
+        refused(locked / "x", True, f"cannot be created: {locked} is not writable", NotWritable)
+        refused(locked, True, f"cannot be written: {locked} is not writable", NotWritable)
     finally:
         locked.chmod(0o755)
 

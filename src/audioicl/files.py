@@ -94,14 +94,9 @@ def _writable(folder: Path) -> bool:
     return os.access(folder, os.W_OK | os.X_OK)
 
 
-def output_problem(path: str | os.PathLike, folder: bool) -> str | None:
-    """Why ``path`` cannot be written as an output file (``folder`` False) or folder, creating the folders
-    above it as needed; None when it can. Nothing is created."""
-    return _shape_problem(Path(path), folder) or _permission_problem(Path(path), folder)
-
-
 def _shape_problem(path: Path, folder: bool) -> str | None:
-    """A file where a folder goes, or the reverse, or a path under a file."""
+    """Why ``path`` cannot be an output file (``folder`` False) or folder, the folders above it made as needed:
+    a file where a folder goes, or the reverse, or a path under a file. Nothing is created."""
     want, other = ("a folder", "a file") if folder else ("a file", "a folder")
     if path.exists():
         return f"is {other}, not {want}" if path.is_dir() != folder else None
