@@ -352,6 +352,7 @@ class OpenAIBackend:
         server = server_url(self.settings)
         self.base_url = server.url
         self.shown_url = server.shown  # what records and messages may say of it
+        self.info = {"base_url": self.shown_url, **self.info}
         headers = {"Content-Type": "application/json"}
         key = api_key(self.settings)
         self._key = key  # blanked out of everything a server says (``_redact``): some quote headers back
@@ -532,8 +533,7 @@ class OpenAIBackend:
 
 
 def make_openai(name: str, settings: Settings, workload: Workload | None = None) -> Backend:
-    info = {
-        "base_url": server_url(settings).shown,
+    info = {  # and base_url, as the backend parsed it
         "api_key_env": settings.api_key_env,  # the variable's name, never its value
         "concurrency": settings.concurrency,
         "max_retries": settings.max_retries,
