@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from audioicl.errors import AudioICLError
 from audioicl.files import check_output, write_atomic
+from audioicl.inference.options import RunOptions
 from audioicl.inference.record import dumps_record, run_record_name
 from audioicl.inference.results import results_name
 from audioicl.records import Result
@@ -31,14 +32,12 @@ class Imported:
     source: str  # the log it came from (for errors)
 
 
-# The settings of a run that change answers, as the tools' task arguments name them, with their defaults.
+# The settings of a run that change answers, as the tools' task arguments name them, with ``audioicl run``'s
+# defaults (``RunOptions``).
 RUN_SETTINGS: dict[str, object] = {
-    "style": "specific",
-    "layout": "original",
-    "control": None,
-    "seed": 0,
-    "max_new_tokens": 16,
-    "morse_bank": "auto",
+    field.name: field.default
+    for field in fields(RunOptions)
+    if field.name in ("style", "layout", "control", "seed", "max_new_tokens", "morse_bank")
 }
 
 
