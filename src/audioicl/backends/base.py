@@ -220,16 +220,9 @@ def looks_like_path(name: str) -> bool:
     return bool(first) and first != name and Path(first).exists()
 
 
-def check_checkpoint(model: ModelSpec, hub: bool = True) -> None:
-    """Refuse a checkpoint kind's name that is meant as a local folder (``looks_like_path``) but is none, and
-    (``hub``) a hub id that is neither cached nor reachable (``hub.check_hub_id``)."""
-    if not kind_of(model.backend).checkpoint:
-        return
-    if not looks_like_path(model.name):
-        if hub and not Path(model.name).expanduser().is_dir():  # a folder here is what transformers loads
-            from .hub import check_hub_id
-
-            check_hub_id(model.name)
+def check_checkpoint(model: ModelSpec) -> None:
+    """Refuse a checkpoint kind's name that is meant as a local folder (``looks_like_path``) but is none."""
+    if not kind_of(model.backend).checkpoint or not looks_like_path(model.name):
         return
     path = Path(model.name).expanduser()
     if not path.exists():
@@ -238,14 +231,30 @@ def check_checkpoint(model: ModelSpec, hub: bool = True) -> None:
         raise AudioICLError(f"{model.name} is a file; the checkpoint of {model} must be a folder")
 
 
+def check_hub_checkpoint(model: ModelSpec) -> None:
+    """Refuse a checkpoint kind's hub id that is neither cached nor reachable (``hub.check_hub_id``); a name
+    that is a folder here is the folder transformers loads. Asked after the kind's packages are found, so that a
+    missing extra is said first."""
+    name = model.name
+    if (
+        kind_of(model.backend).checkpoint
+        and not looks_like_path(name)
+        and not Path(name).expanduser().is_dir()
+    ):
+        from .hub import check_hub_id
+
+        check_hub_id(name)
+
+
 def check_model(model: ModelSpec, import_kind: bool = True) -> None:
     """What ``load_backend`` would refuse before it builds anything: an unknown kind, a checkpoint folder
-    that does not exist and (``import_kind``) a package the kind needs that is not installed."""
+    that does not exist and (``import_kind``) a package the kind needs that is not installed, then a hub id
+    that cannot be had."""
     kind = kind_of(model.backend)
-    check_checkpoint(model, hub=False)
+    check_checkpoint(model)
     if import_kind:
-        kind.make()  # a missing extra is said before the hub is asked for anything
-        check_checkpoint(model)
+        kind.make()
+        check_hub_checkpoint(model)
 
 
 def load_backend(model: ModelSpec, workload: Workload | None = None, **options: object) -> Backend:
@@ -253,9 +262,9 @@ def load_backend(model: ModelSpec, workload: Workload | None = None, **options: 
     declaration) and the run's ``workload`` (what it will ask, for engines that fix limits when they start)."""
     kind = kind_of(model.backend)
     settings = kind.parse(options)
-    check_checkpoint(model, hub=False)
-    make = kind.make()  # a missing extra is said before the hub is asked for anything
     check_checkpoint(model)
+    make = kind.make()
+    check_hub_checkpoint(model)
     return make(checkpoint_name(model), settings, workload)
 
 

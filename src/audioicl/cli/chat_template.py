@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from audioicl.backends.base import ModelSpec, check_checkpoint
+from audioicl.backends.base import ModelSpec, check_checkpoint, check_hub_checkpoint
 from audioicl.errors import AudioICLError
 from audioicl.files import write_atomic
 
@@ -37,9 +37,9 @@ def chat_template_command(args) -> int:
     from audioicl.backends.families import family_of
     from audioicl.backends.rendering import generic_family, load_processor, served_chat_template
 
-    check_checkpoint(
-        ModelSpec("hf", args.checkpoint)
-    )  # a missing folder, an unreachable hub: one line, at once
+    # a missing folder, an unreachable hub: one line, at once
+    check_checkpoint(ModelSpec("hf", args.checkpoint))
+    check_hub_checkpoint(ModelSpec("hf", args.checkpoint))
     processor = load_processor(args.checkpoint)
     template = getattr(processor, "chat_template", None)
     if not isinstance(template, str):
