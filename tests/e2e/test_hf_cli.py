@@ -126,3 +126,32 @@ def test_fused_kernels_give_the_answers_of_the_eager_ones(built, tiny_checkpoint
     assert len(responses["on"]) == 10 and responses["on"] == responses["off"]
     assert info["fused"]["asked"] == "on" and info["fused"]["used"] is True
     assert info["fused"]["modules"]["Qwen2MLP"] > 0 and info["fused"]["modules"]["Qwen2RMSNorm"] > 0
+
+
+def test_fp8_is_its_own_condition_beside_the_native_run(built, tiny_checkpoints, tmp_path):
+    """``-o precision=fp8`` (issue 41): its lines are ``<model>+fp8``'s, in the same folder as the native run's,
+    its run record says what ran, and ``score`` keeps the two apart; a resumed fp8 run finds its own lines."""
+    model = f"hf:{tiny_checkpoints['qwen2-audio']}"
+    name = tiny_checkpoints["qwen2-audio"].name
+    out = tmp_path / "results"
+    common = ("--data", built, "--model", model, "--out", out, "--tasks", "AudioCount,MorseCode")
+    cpu = ("-o", "dtype=fp32", "-o", "device=cpu")
+    audioicl("run", *common, *cpu)
+    fp8 = audioicl("run", *common, *cpu, "-o", "precision=fp8")
+    assert "k=5: 2 written (0 errors)" in fp8.stdout
+    for k in range(1, 6):
+        assert len((out / f"{name}+fp8_results_k{k}.jsonl").read_text().splitlines()) == 2
+        assert len((out / f"{name}_results_k{k}.jsonl").read_text().splitlines()) == 2
+    info = json.loads((out / f"{name}+fp8_run.json").read_text())["runs"][-1]["backend_info"]
+    assert info["precision"] == "fp8" and info["fp8_kernel"] == "scaled_mm" and info["fp8_layers"] > 0
+    native = json.loads((out / f"{name}_run.json").read_text())["runs"][-1]["backend_info"]
+    assert native["precision"] == "native" and "fp8_kernel" not in native
+    again = audioicl("run", *common, *cpu, "-o", "precision=fp8")
+    assert "k=5: 0 written (0 errors), 2 skipped" in again.stdout
+
+    summary = tmp_path / "summary.csv"
+    audioicl("score", "--in", out, "--out", summary)
+    with summary.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["model"] for r in rows} == {name, f"{name}+fp8"}
+    assert all(r["n"] == "1" for r in rows) and len(rows) == 2 * 5 * 2

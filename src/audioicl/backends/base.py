@@ -181,6 +181,14 @@ def answer_options(model: ModelSpec | None, options: Mapping[str, Any]) -> dict[
     return kind_of(model.backend).answer_options(options)
 
 
+def option_conditions(model: ModelSpec, options: Mapping[str, Any]) -> list[str]:
+    """The condition names ``options`` of ``model``'s backend set (``Option.conditions``: ``precision=fp8`` →
+    ``fp8``); none for a kind not known here."""
+    if model.backend not in KIND_PACKAGES and model.backend not in KINDS:
+        return []
+    return kind_of(model.backend).conditions(options)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A model spec ``backend:name``, parsed once (``parse``) where it enters: ``hf:Qwen/Qwen2-Audio-7B-Instruct``

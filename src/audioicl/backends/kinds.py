@@ -14,7 +14,7 @@ import importlib
 import importlib.util
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from audioicl.errors import AudioICLError
@@ -117,7 +117,9 @@ class Option:
     """One ``-o NAME=VALUE`` of a kind. ``default``: the value a run gets when it is not given (None: off, or
     decided by the backend, which ``note`` then says); ``keeps_answers``: changes how answers are computed
     or fetched, not what they are, so a resumed run or another shard may set it otherwise; ``hidden``: set by
-    a flag of its own (``--seed``), not listed among the ``-o`` options."""
+    a flag of its own (``--seed``), not listed among the ``-o`` options; ``conditions``: values that make a
+    run measure something else than the model as published (``precision=fp8``), each with its condition's
+    name, which the results' ``<model>`` carries (``<model>+fp8``)."""
 
     name: str
     parser: Parser
@@ -126,6 +128,7 @@ class Option:
     keeps_answers: bool = False
     note: str = ""
     hidden: bool = False
+    conditions: Mapping[Any, str] = field(default_factory=dict)
 
     def value(self, text: object) -> Any:
         return self.parser(self.name, text)
@@ -196,6 +199,17 @@ class Kind:
             for option in self.options
         }
         return Settings(values, frozenset(name for name, value in options.items() if value is not None))
+
+    def conditions(self, options: Mapping[str, object]) -> list[str]:
+        """The condition names that ``options`` (as given, unparsed) set (``Option.conditions``), in the
+        options' declared order."""
+        named = []
+        for option in self.options:
+            text = options.get(option.name)
+            if option.conditions and text is not None:
+                label = option.conditions.get(option.value(text))
+                named += [label] if label else []
+        return named
 
     def answer_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """``options`` without those that keep the answers: what may change what a result line says (an

@@ -226,7 +226,6 @@ def fast_path_families(tmp_path_factory):
             ModelSpec("hf", str(TINY.get(name).write(root / name, 0))),
             dtype="fp32",
             device="cpu",
-            reuse="prefix",  # Gemma 4's (and Unified's) only where asked (``fast_path_by_default``)
         )
         for name in TINY.names()
         if name in PARTS and name not in FAMILY_NAMES  # the Qwen ones: prefix_backends
@@ -249,13 +248,15 @@ def test_every_fast_path_family_answers_as_generate_from_scratch(
     assert_reuse_answers_equal_generate(backend, one_episode_each)
 
 
-@pytest.mark.parametrize("family", ["gemma4", "gemma4_unified"])
-def test_gemma4_takes_the_fast_path_only_where_asked(family):
+@pytest.mark.parametrize("family", ["gemma4", "gemma4_unified", "voxtral", "qwen2-audio"])
+def test_a_family_with_the_fast_path_takes_it_unless_told_off(family):
+    """Gemma 4's was only where asked until its GPU check (issue 41); a sampling call's ``generate`` inputs
+    now carry the processor's ``mm_token_type_ids`` (tests/backends/test_families.py)."""
     from audioicl.backends.families import FAMILIES
 
-    assert reuse_for(HF.parse({}), FAMILIES.get(family)) == "off"
-    assert reuse_for(HF.parse({"reuse": "prefix"}), FAMILIES.get(family)) == "prefix"
-    assert reuse_for(HF.parse({}), FAMILIES.get("voxtral")) == "prefix"
+    assert reuse_for(HF.parse({}), FAMILIES.get(family)) == "prefix"
+    assert reuse_for(HF.parse({"reuse": "off"}), FAMILIES.get(family)) == "off"
+    assert reuse_for(HF.parse({"attn": "flash_attention_2"}), FAMILIES.get(family)) == "off"
 
 
 def assert_reuse_answers_equal_generate(prefix: HFBackend, root: Path) -> None:

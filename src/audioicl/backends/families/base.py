@@ -99,9 +99,6 @@ class AudioFamily:
     # the processor's features are [clips, frames, bins] (Gemma 4's), not [clips, bins, frames]: the fast path
     # keeps every clip's as [bins, frames] and the family's encoder takes them back
     features_frames_first: bool = False
-    # the fast path is the family's default (``-o reuse`` unset); False: only where asked (``-o reuse=prefix``),
-    # for a family whose fast path has not yet run on a GPU
-    fast_path_by_default: bool = True
     # The processor call: ``pad_call`` passes ``padding=True`` (False where that would also reach the feature
     # extractor and pad each Whisper window to the call's longest clip instead of to 30 s, as Audio Flamingo's;
     # such processors pad the texts themselves); ``prompts_per_call``: 1 where the processor pads a call's

@@ -34,10 +34,9 @@ class Gemma4Family(StringSystemFamily):
     ``<|audio|>`` for a clip, which ``replace_audio_token`` expands to ``boa`` + one ``<|audio|>`` per token +
     ``eoa``; a clip's features at its valid frames are the same whatever its call's longest clip, and the audio
     tower masks the frames past a clip's end (Unified's projects each frame alone), so each clip is extracted
-    and encoded alone. Only with ``-o reuse=prefix``: equal to ``generate`` in fp32 on the CPU; on an H100 5.1x
-    ``reuse=off`` on the 20-episode mix (docs/performance.md). Not the default yet: with it, a sampling call (which
-    takes transformers' ``generate`` over the fast path's own inputs) would lack the ``mm_token_type_ids`` the
-    processor makes (tests/backends/test_families.py found it)."""
+    and encoded alone. Equal to ``generate`` in fp32 on the CPU; on an H100 5.1x ``reuse=off`` on the 20-episode
+    mix, its first-token logits as near fp32's as ``reuse=off``'s (docs/performance.md). A sampling call takes
+    ``generate`` over the fast path's own inputs, ``mm_token_type_ids`` included as the processor makes them."""
 
     placeholder: str = "<|audio|>"
     audio_token: str = "<|audio|>"
@@ -45,7 +44,6 @@ class Gemma4Family(StringSystemFamily):
     features_frames_first: bool = True
     encoder_reads_valid_frames: bool = True
     features_independent_of_batch: bool = True
-    fast_path_by_default: bool = False
 
     def expansion(self, processor: Any, tokens: int) -> str:
         return processor.boa_token + self.audio_token * tokens + processor.eoa_token
@@ -69,8 +67,8 @@ FAMILY = register(
             "cut silently by the feature extractor (audioicl refuses such clips instead). The chat template "
             "trims each text part and takes the system message as a string; thinking stays off (no "
             "enable_thinking). transformers >= 5.25 is the release tested; the first release with Gemma 4 was "
-            "not checked. The hf fast path (each clip encoded once, an episode's prefix computed once) runs "
-            "with -o reuse=prefix: equal to generate in fp32 on the CPU, 5.1x reuse=off on an H100."
+            "not checked. The hf fast path (each clip encoded once, an episode's prefix computed once) is the "
+            "default: equal to generate in fp32 on the CPU, 5.1x reuse=off on an H100."
         ),
     )
 )

@@ -30,8 +30,8 @@ FAMILY = register(
             "the only bound). The chat template is Gemma 4's (text parts trimmed, the system message a string). "
             "The checkpoint id is the one transformers' configuration names; transformers >= 5.25 is the release "
             "tested, the first with the family was not checked. vLLM implements it (untested here). The hf fast "
-            "path (each clip projected once, an episode's prefix computed once) runs with -o reuse=prefix: equal "
-            "to generate in fp32, not yet run on a GPU."
+            "path (each clip projected once, an episode's prefix computed once) is the default: equal to "
+            "generate in fp32 on the CPU."
         ),
     )
 )

@@ -41,6 +41,16 @@ KIND = Kind(
             "other numerics than the checkpoint's code)",
         ),
         Option(
+            "precision",
+            choice("native", "fp8"),
+            "native",
+            "fp8: the language model's linear layers as rowwise FP8 matmuls (e4m3; a scale per weight row and "
+            "per token), the audio encoder and the output head in the weights' dtype; other numbers than the "
+            "checkpoint's, so its results are the condition <model>+fp8",
+            note="native: every layer in the weights' dtype",
+            conditions={"fp8": "fp8"},
+        ),
+        Option(
             "cache",
             choice("dynamic", "static"),
             "dynamic",

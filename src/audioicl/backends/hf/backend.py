@@ -39,6 +39,7 @@ from ..rendering import (
 )
 from . import KIND
 from .features import ClipFeatures, ClipFeaturizer, SideStream
+from .fp8 import quantize_decoder
 from .load import (
     backend_info,
     configure_allocator,
@@ -420,8 +421,12 @@ def make_hf(name: str, settings: Settings, workload: Workload | None = None) -> 
     device = torch_device(settings)
     allocator = configure_allocator(settings.allocator, device)  # before the weights take their memory
     loaded = load_checkpoint(name, settings, device)
+    precision = {"precision": settings.precision}
+    if settings.precision == "fp8":  # before the fast path fuses the decoder's MLPs around its projections
+        precision = quantize_decoder(loaded.model, loaded.family, settings.encoder, device).info()
     info = {
         **backend_info(loaded, settings, device),
+        **precision,
         "allocator": allocator,
         "reuse": reuse_for(settings, loaded.family),
         "encoder": settings.encoder,

@@ -60,11 +60,7 @@ def reuse_for(settings: Settings, family: AudioFamily) -> str:
         raise AudioICLError(f"backend option reuse={settings.reuse}: not available for {family.name}")
     if settings.reuse not in (None, "off") and settings.attn == "flash_attention_2":
         raise AudioICLError("backend option reuse=audio|prefix needs attn=sdpa or eager (its masks are 4D)")
-    default = (
-        "prefix"
-        if has_path and family.fast_path_by_default and settings.attn != "flash_attention_2"
-        else "off"
-    )
+    default = "prefix" if has_path and settings.attn != "flash_attention_2" else "off"
     reuse = settings.reuse or default
     if settings.cache != "dynamic" and reuse != "off":
         raise AudioICLError(

@@ -41,17 +41,23 @@ class FromScratch:
 
     def _inputs(self, batch: Sequence[Any]) -> dict[str, Any]:
         """Model inputs for a micro-batch: tokens left-padded; the fast path's clips as one feature row each,
-        padded with zeros to the longest row, and the feature mask marking the valid frames; a parts
+        padded with zeros to the longest row, and the feature mask marking the valid frames; each token's modality
+        where the family's processor makes them (``mm_token_type_ids``, as its own call does); a parts
         family's, the processor's own call over the batch (a family that tokenizes chats: over their chats,
         ``PromptReady.chat``)."""
         if self.owner.processed or self.owner.model_family.tokenizes_chat:
             return self.model_inputs(batch)  # type: ignore[arg-type]
-        inputs = dict(
-            self.owner.processor.tokenizer([item.text for item in batch], return_tensors="pt", padding=True)
-        )
+        processor = self.owner.processor
+        inputs = dict(processor.tokenizer([item.text for item in batch], return_tensors="pt", padding=True))
+        if getattr(processor, "return_mm_token_type_ids", False):  # Gemma 4's processor adds them to its call
+            inputs["mm_token_type_ids"] = torch.tensor(
+                processor.create_mm_token_type_ids(inputs["input_ids"])
+            )
         clips = [clip for item in batch for clip in item.clips]
         if clips:
             features, mask = feature_batch(clips, self.owner.model_family, self.owner.model.dtype)
+            if self.owner.model_family.features_frames_first:  # the processor's [clips, frames, bins]
+                features = features.transpose(1, 2)
             inputs.update(zip(self.owner.model_family.feature_keys, (features, mask), strict=True))
         return {key: value.to(self.owner.device) for key, value in inputs.items()}
 

@@ -178,9 +178,14 @@ def _probe(module: torch.nn.Module, kernels: Any) -> Callable | None:
     does not; nor a class whose forward takes more than the input), else None. An error of the kernels is
     raised."""
     forward = _kernel_for(module)
-    weight = module.weight if forward is _fused_norm else module.gate_proj.weight
-    generator = torch.Generator(weight.device).manual_seed(0)
-    x = torch.randn(3, weight.shape[-1], generator=generator, device=weight.device).to(weight.dtype)
+    if forward is _fused_norm:
+        width, dtype, device = module.weight.shape[-1], module.weight.dtype, module.weight.device
+    else:  # an nn.Linear, or the FP8 condition's (``fp8.RowwiseFP8Linear``: no ``weight``)
+        gate = module.gate_proj
+        held = gate.qweight if hasattr(gate, "qweight") else gate.weight
+        width, dtype, device = gate.in_features, getattr(gate, "compute_dtype", held.dtype), held.device
+    generator = torch.Generator(device).manual_seed(0)
+    x = torch.randn(3, width, generator=generator, device=device).to(dtype)
     with torch.inference_mode():
         try:
             own = type(module).forward(module, x).float()
