@@ -19,6 +19,8 @@
 #   bash benchmarks/gpu_pending.sh voxtral       # Voxtral's row, now on the fast path (45 prompts)
 #   bash benchmarks/gpu_pending.sh whole FAMILY [SPEED]  # the whole benchmark (13,500 prompts), SPEED fused
 #   bash benchmarks/gpu_pending.sh user FAMILY    # the whole benchmark as a user runs it: checkpoint saved, audioicl run
+#   bash benchmarks/gpu_pending.sh fp8            # Qwen2-Audio's whole benchmark, -o precision=fp8 (checkpoint kept)
+#   bash benchmarks/gpu_pending.sh bf16           # then bf16 on the same checkpoint, answers and compare against fp8
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
@@ -117,6 +119,15 @@ case "$part" in
     build 300
     "$py" benchmarks/gpu_throughput.py --data /tmp/B300 --families "$family" --reuse prefix --batch-size 128 \
       --speeds "$speed" --logit-episodes 0 --repeats 1 --json "$out/whole_${family}_$speed.json"
+    ;;
+  fp8)  # issue 41: Qwen2-Audio's whole benchmark as -o precision=fp8, the checkpoint kept for `bf16`
+    build 300
+    "$py" benchmarks/whole_run.py --data /tmp/B300 --families qwen2-audio --keep \
+      --run "fp8=-o precision=fp8" --json "$out/fp8.json"
+    ;;
+  bf16)  # then the bf16 run on the same checkpoint, the fp8 one resumed (nothing to do): identical share, compare
+    "$py" benchmarks/whole_run.py --data /tmp/B300 --families qwen2-audio --keep --run "bf16=" \
+      --run "fp8=-o precision=fp8" --results "$out/results" --json "$out/bf16.json"
     ;;
   user)
     build 300

@@ -7,13 +7,22 @@ subprocess of its own, and its wall time, exit status, lines and the run record'
 checkpoint takes ~17 GB of disk for the 7B families (Qwen3-Omni's 61 GB do not fit a 64 GiB machine).
 
     python benchmarks/whole_run.py --data /tmp/B300 --families qwen2-audio --json out.json
+
+``--run NAME=ARGS`` (repeatable) runs the same checkpoint once per entry, each with its own ``audioicl run``
+arguments, into one results folder (a condition such as ``-o precision=fp8`` writes ``<model>+fp8``'s files
+beside the plain run's); after the runs, the share of identical answers of each run against the first, per
+task, and ``audioicl compare`` of each against the first. ``--keep`` keeps the checkpoint for a later call on
+the same machine, whose results a later call resumes; ``--results DIR`` copies the results folder there
+(gzipped).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import gzip
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -38,27 +47,51 @@ def save_checkpoint(family: str, folder: Path) -> float:
 
 
 def run_whole(data: Path, folder: Path, out: Path, batch_size: int, extra: list[str]) -> dict:
-    """``audioicl run`` over ``data`` as a subprocess: its wall time, status and what its record says."""
-    shutil.rmtree(out, ignore_errors=True)
+    """``audioicl run`` over ``data`` as a subprocess into ``out``: its wall time, status and what the record
+    of the run it wrote says (the newest ``*_run.json``: a condition writes its own)."""
     command = [sys.executable, "-m", "audioicl", "run", "--data", str(data), "--model", f"hf:{folder}"]
     command += ["--out", str(out), "--batch-size", str(batch_size), *extra]
+    before = {p: p.stat().st_mtime for p in out.glob("*_run.json")}
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     wall = time.perf_counter() - started
-    results = [
-        json.loads(line) for p in out.glob("*_results_k*.jsonl") for line in p.read_text().splitlines()
-    ]
-    lines, errors = len(results), sum(1 for line in results if line.get("error"))
-    (record,) = [json.loads(p.read_text()) for p in out.glob("*_run.json")] or [{}]
-    timing = ((record.get("runs") or [{}])[-1]).get("timing") or {}
+    written = [p for p in out.glob("*_run.json") if before.get(p) != p.stat().st_mtime]
+    record = json.loads(written[0].read_text()) if written else {}
+    name = written[0].name.removesuffix("_run.json") if written else ""
+    results = answers(out, name)
+    errors = sum(1 for line in results.values() if line.get("error"))
+    last = (record.get("runs") or [{}])[-1]
     return {
         "status": done.returncode,
+        "name": name,
         "wall_s": round(wall, 1),
-        "lines": lines,
+        "lines": len(results),
         "error_lines": errors,
-        "timing": timing,
+        "timing": last.get("timing") or {},
+        "backend_info": last.get("backend_info") or {},
         "stderr_tail": done.stderr[-1500:],
     }
+
+
+def answers(out: Path, name: str) -> dict[tuple[str, str], dict]:
+    """The result lines of ``<name>`` in ``out`` by (k file, id)."""
+    return {
+        (p.name, line["id"]): line
+        for p in sorted(out.glob(f"{name}_results_k*.jsonl"))
+        for line in map(json.loads, p.read_text().splitlines())
+    }
+
+
+def identical_share(out: Path, first: str, other: str) -> dict[str, str]:
+    """Per task (and all), the share of ``other``'s answers that equal ``first``'s on the same line."""
+    a = answers(out, first)
+    b = {(k.replace(f"{other}_", f"{first}_"), i): line for (k, i), line in answers(out, other).items()}
+    same: dict[str, list[int]] = {}
+    for key, line in a.items():
+        if key in b:
+            for task in (line.get("task", "?"), "all"):
+                same.setdefault(task, []).append(int(line.get("response") == b[key].get("response")))
+    return {task: f"{sum(v)}/{len(v)} ({sum(v) / len(v):.1%})" for task, v in sorted(same.items())}
 
 
 def main() -> None:
@@ -70,31 +103,64 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--work", type=Path, default=Path("/tmp/whole-run"))
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--run", action="append", default=[], help="NAME=ARGS: a run of its own (repeatable)")
+    parser.add_argument("--keep", action="store_true", help="keep the checkpoint (a later call reuses it)")
+    parser.add_argument("--results", type=Path, help="copy the results folder here, gzipped")
     parser.add_argument("options", nargs="*", help="more `audioicl run` arguments (-o KEY=VALUE ...)")
     args = parser.parse_args()
+    runs = [entry.partition("=")[::2] for entry in args.run] or [("default", "")]
     rows = []
     print(
-        "| family | exit | run wall s | lines | error lines | features | encode | prefill | decode | lost |"
+        "| family | run | exit | run wall s | lines | error lines | features | encode | prefill | decode | lost "
+        "| peak GiB |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for family in args.families.split(","):
         folder = args.work / f"ckpt-{family}"
         saved = save_checkpoint(family, folder) if not (folder / "config.json").is_file() else 0.0
-        row = {"family": family, "save_s": round(saved, 1)}
-        row.update(run_whole(args.data, folder, args.work / f"out-{family}", args.batch_size, args.options))
-        rows.append(row)
-        shutil.rmtree(folder, ignore_errors=True)  # the next family's checkpoint needs the disk
-        seconds = row["timing"].get("backend_spent", {}).get("seconds", {})
-        print(
-            f"| {family} | {row['status']} | {row['wall_s']} | {row['lines']} | {row['error_lines']} | "
-            + " | ".join(
-                f"{seconds.get(k, 0):.1f}" for k in ("features", "encode", "prefill", "decode", "lost")
+        out = args.work / f"out-{family}"
+        if saved:  # a new checkpoint: no results of an earlier one are resumed (a kept one's are)
+            shutil.rmtree(out, ignore_errors=True)
+        made = []
+        for label, extra in runs:
+            row = {"family": family, "run": label, "save_s": round(saved, 1)}
+            row.update(
+                run_whole(args.data, folder, out, args.batch_size, [*args.options, *shlex.split(extra)])
             )
-            + " |",
-            flush=True,
-        )
-        if row["status"]:
-            print(row["stderr_tail"], file=sys.stderr)
+            rows.append(row)
+            made.append(row)
+            seconds = row["timing"].get("backend_spent", {}).get("seconds", {})
+            peak = row["backend_info"].get("peak_memory_gib", "-")
+            print(
+                f"| {family} | {label} | {row['status']} | {row['wall_s']} | {row['lines']} | "
+                f"{row['error_lines']} | "
+                + " | ".join(
+                    f"{seconds.get(k, 0):.1f}" for k in ("features", "encode", "prefill", "decode", "lost")
+                )
+                + f" | {peak} |",
+                flush=True,
+            )
+            if row["status"]:
+                print(row["stderr_tail"], file=sys.stderr)
+        for row in made[1:]:
+            row["identical_to_first"] = identical_share(out, made[0]["name"], row["name"])
+            print(
+                f"{family}: {row['run']} answers identical to {made[0]['run']}'s:", row["identical_to_first"]
+            )
+            compared = subprocess.run(
+                [sys.executable, "-m", "audioicl", "compare", str(out), str(out)]
+                + ["--model-a", made[0]["name"], "--model-b", row["name"]],
+                capture_output=True,
+                text=True,
+            )
+            row["compare"] = compared.stdout or compared.stderr[-1500:]
+            print(row["compare"])
+        if args.results:
+            args.results.mkdir(parents=True, exist_ok=True)
+            for path in out.iterdir():
+                (args.results / f"{family}_{path.name}.gz").write_bytes(gzip.compress(path.read_bytes()))
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)  # the next family's checkpoint needs the disk
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -240,10 +240,12 @@ class HFBackend:
 
     @property
     def info(self) -> dict[str, Any]:
-        """Facts for the run record, the fast paths' as they stand (a path that fell back says why)."""
-        if self.path is not None:
-            return {**self._info, **self.path.info()}
-        return {**self._info, **self._unused_paths}
+        """Facts for the run record, the fast paths' as they stand (a path that fell back says why), and on a
+        GPU the most memory this process's tensors have held so far (``peak_memory_gib``)."""
+        made = {**self._info, **(self.path.info() if self.path is not None else self._unused_paths)}
+        if self.device.type == "cuda":
+            made["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(self.device) / 2**30, 2)
+        return made
 
     @property
     def suppresses_audio_token(self) -> bool:
