@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 from audioicl.backends.hf import KIND as HF  # noqa: E402
 from audioicl.backends.hf.fp8 import (  # noqa: E402
     E4M3_LARGEST,
+    InputQuantizer,
     RowwiseFP8Linear,
     quantize_decoder,
     rowwise,
@@ -76,7 +77,12 @@ def test_only_the_decoder_layers_linear_layers_are_replaced(tiny_checkpoints):
     layers = text_model(PARTS["qwen2-audio"](model).decoder).layers
     assert not any(type(m) is torch.nn.Linear for m in layers.modules())  # every one replaced
     assert done.layers == len(replaced) == 7 * len(layers)  # q, k, v, o, gate, up, down
-    assert done.info() == {"precision": "fp8", "fp8_layers": done.layers, "fp8_kernel": "scaled_mm"}
+    assert done.info() == {
+        "precision": "fp8",
+        "fp8_layers": done.layers,
+        "fp8_kernel": "scaled_mm",
+        "fp8_quantize": "torch",  # the Triton kernel on a GPU
+    }
     kept = linear_before - replaced
     assert any("audio_tower" in name for name in kept) and any("lm_head" in name for name in kept)
     assert any("multi_modal_projector" in name for name in kept)
@@ -112,3 +118,23 @@ def test_a_family_without_the_fast_path_is_refused_naming_those_with_it():
 
     with pytest.raises(AudioICLError, match=r"precision=fp8: not available for glmasr .*qwen2-audio"):
         quantize_decoder(object(), FAMILIES.get("glmasr"), "valid", torch.device("cpu"))
+
+
+def test_an_input_is_quantized_once_for_the_layers_that_read_it_and_let_go_with_it():
+    calls = []
+
+    def counted(x):
+        calls.append(x.shape)
+        return rowwise(x)
+
+    inputs = InputQuantizer(counted)
+    layers = [RowwiseFP8Linear(torch.nn.Linear(32, 16), scaled_mm=False, inputs=inputs) for _ in range(3)]
+    with torch.no_grad():
+        x = torch.randn(4, 32)
+        outs = [layer(x) for layer in layers]
+        assert len(calls) == 1 and all(out.shape == (4, 16) for out in outs)
+        y = x.clone()  # equal values, another tensor: quantized anew
+        layers[0](y)
+        assert len(calls) == 2
+        del y  # the input freed: its quantized copy too
+        assert inputs._made is None

@@ -61,3 +61,20 @@ def test_in_bf16_on_a_gpu_nearly_every_element_is_the_eager_one_to_the_bit():
     assert (rms_norm(x, norm.weight, 1e-6) == norm(x)).float().mean() > 0.99
     gate, up = torch.randn_like(x), torch.randn_like(x)
     assert (silu_mul(gate, up) == torch.nn.functional.silu(gate) * up).float().mean() > 0.99
+
+
+@pytest.mark.parametrize(("rows", "width"), [(1, 64), (37, 100), (5, 4096)])
+def test_rowwise_e4m3_is_the_eager_quantization(rows, width):
+    """The FP8 condition's per-token quantization in one kernel: the same e4m3 values and scales as
+    ``fp8.rowwise`` (an all-zero row included)."""
+    from audioicl.backends.hf.fp8 import rowwise
+    from audioicl.backends.hf.reuse.kernels import rowwise_e4m3
+
+    x = torch.randn(rows, width, device=DEVICE) * torch.logspace(-3, 3, rows, device=DEVICE)[:, None]
+    x[0] = 0
+    made, scale = rowwise_e4m3(x)
+    expected, expected_scale = rowwise(x)
+    assert made.dtype == torch.float8_e4m3fn and scale.shape == (rows, 1)
+    torch.testing.assert_close(scale, expected_scale, rtol=0, atol=0)
+    if DEVICE.type == "cuda":  # Triton's interpreter casts to e4m3 wrongly where rounding carries into the
+        assert torch.equal(made.float(), expected.float())  # exponent (127.6 → 64): values checked on a GPU

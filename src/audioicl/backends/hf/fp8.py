@@ -10,11 +10,17 @@ FP8 tensor cores run). It computes other numbers than the checkpoint's: its resu
 Where ``torch._scaled_mm`` does not run on the device (a GPU without FP8, a torch without it) the same
 quantized numbers are multiplied in fp32 instead (``dequantized``): said once and recorded, as slow as it
 sounds.
+
+An input is quantized once for the layers that read it (``InputQuantizer``: q, k and v read one, gate and up
+another), on a GPU in one Triton kernel (``reuse.kernels.rowwise_e4m3``; without Triton, five eager kernels:
+recorded as ``fp8_quantize``).
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,13 +44,40 @@ def rowwise(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return (x.float() / scale).clamp(-E4M3_LARGEST, E4M3_LARGEST).to(E4M3), scale
 
 
+Quantize = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+class InputQuantizer:
+    """Per-token e4m3 of layer inputs (``quantize``: ``rowwise`` or its kernel), the last input's kept while
+    that tensor lives, so the layers reading one input (q, k, v) quantize it once."""
+
+    def __init__(self, quantize: Quantize):
+        self.quantize = quantize
+        self._input: weakref.ref | None = None
+        self._made: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def __call__(self, x: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._input is not None and self._input() is x:
+            assert self._made is not None
+            return self._made
+        made = self.quantize(x.reshape(-1, width))
+        self._input, self._made = weakref.ref(x, self._forget), made
+        return made
+
+    def _forget(self, gone: weakref.ref) -> None:
+        """The input is freed: its quantized copy goes too (it would hold an activation's memory)."""
+        if self._input is gone:
+            self._input = self._made = None
+
+
 class RowwiseFP8Linear(torch.nn.Module):
     """``linear`` (an ``nn.Linear``) with its weight in e4m3 and a scale per output row; ``forward`` quantizes
-    its input per token and returns ``linear``'s dtype. ``scaled_mm``: through ``torch._scaled_mm``, else the
-    same quantized numbers multiplied in fp32."""
+    its input per token (``inputs``, shared by the layers of a model) and returns ``linear``'s dtype.
+    ``scaled_mm``: through ``torch._scaled_mm``, else the same quantized numbers multiplied in fp32."""
 
-    def __init__(self, linear: torch.nn.Linear, scaled_mm: bool):
+    def __init__(self, linear: torch.nn.Linear, scaled_mm: bool, inputs: InputQuantizer | None = None):
         super().__init__()
+        self.inputs = inputs or InputQuantizer(rowwise)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.compute_dtype = linear.weight.dtype
         weight, scale = rowwise(linear.weight.detach())
@@ -56,8 +89,7 @@ class RowwiseFP8Linear(torch.nn.Module):
         self.scaled_mm = scaled_mm
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, self.in_features)
-        quantized, scale = rowwise(flat)
+        quantized, scale = self.inputs(x, self.in_features)
         if self.scaled_mm:
             out = torch._scaled_mm(
                 quantized,
@@ -80,15 +112,21 @@ class RowwiseFP8Linear(torch.nn.Module):
 
 @dataclass(frozen=True)
 class Quantized:
-    """What ``quantize_decoder`` did, for the run record: the layers replaced, the kernel (``scaled_mm`` or
-    ``dequantized``) and, where the kernel fell back, why."""
+    """What ``quantize_decoder`` did, for the run record: the layers replaced, the matmul (``scaled_mm`` or
+    ``dequantized``) and, where it fell back, why; the inputs' quantization (``triton`` or ``torch``)."""
 
     layers: int
     kernel: str
+    quantize: str
     fallback: str = ""
 
     def info(self) -> dict[str, Any]:
-        made: dict[str, Any] = {"precision": "fp8", "fp8_layers": self.layers, "fp8_kernel": self.kernel}
+        made: dict[str, Any] = {
+            "precision": "fp8",
+            "fp8_layers": self.layers,
+            "fp8_kernel": self.kernel,
+            "fp8_quantize": self.quantize,
+        }
         return {**made, "fp8_fallback": self.fallback} if self.fallback else made
 
 
@@ -115,9 +153,23 @@ def quantize_decoder(model: Any, family: Any, encoder: str, device: torch.device
     fallback = _scaled_mm_refused(device, found[0][2].weight.dtype)
     if fallback:
         log.warning("hf backend: precision=fp8 multiplies in fp32 (torch._scaled_mm refused: %s)", fallback)
+    quantize, quantized_by = _input_quantization(device)
+    inputs = InputQuantizer(quantize)
     for parent, name, child in found:
-        setattr(parent, name, RowwiseFP8Linear(child, scaled_mm=not fallback))
-    return Quantized(len(found), "dequantized" if fallback else "scaled_mm", fallback)
+        setattr(parent, name, RowwiseFP8Linear(child, scaled_mm=not fallback, inputs=inputs))
+    return Quantized(len(found), "dequantized" if fallback else "scaled_mm", quantized_by, fallback)
+
+
+def _input_quantization(device: torch.device) -> tuple[Quantize, str]:
+    """The inputs' quantization on ``device``: the Triton kernel on a GPU where Triton imports, else
+    ``rowwise``; and its name for the record."""
+    if device.type != "cuda":
+        return rowwise, "torch"
+    try:
+        from .reuse.kernels import rowwise_e4m3
+    except ImportError:
+        return rowwise, "torch"
+    return rowwise_e4m3, "triton"
 
 
 def _scaled_mm_refused(device: torch.device, dtype: torch.dtype) -> str:

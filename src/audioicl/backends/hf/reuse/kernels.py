@@ -82,3 +82,35 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
         return out
     _silu_mul[(triton.cdiv(count, SPAN),)](gate, up, out, count, BLOCK=SPAN, num_warps=8)
     return out
+
+
+E4M3_LARGEST = 448.0  # e4m3fn's largest value (``fp8.E4M3_LARGEST``)
+SMALLEST_SCALE = 1e-12  # ``fp8.SMALLEST_SCALE``
+
+
+@triton.jit(do_not_specialize=["rows"])
+def _rowwise_e4m3(x_ptr, out_ptr, scale_ptr, rows, width, in_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    col = tl.arange(0, BLOCK)
+    inside = col < width
+    x = tl.load(x_ptr + row * in_stride + col, mask=inside, other=0.0).to(tl.float32)
+    scale = tl.maximum(tl.max(tl.abs(x), axis=0) / E4M3_LARGEST, SMALLEST_SCALE)
+    quantized = tl.clamp(tl.math.div_rn(x, scale), -E4M3_LARGEST, E4M3_LARGEST)
+    tl.store(out_ptr + row * width + col, quantized.to(out_ptr.dtype.element_ty), mask=inside)
+    tl.store(scale_ptr + row, scale)
+
+
+def rowwise_e4m3(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``fp8.rowwise`` in one pass over ``x`` [rows, width]: e4m3 and a float32 scale per row ([rows, 1]).
+    The eager one reads and writes ``x`` five times (fp32 copy, magnitude, max, quotient, cast)."""
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    rows, width = x.shape
+    out = torch.empty((rows, width), dtype=torch.float8_e4m3fn, device=x.device)
+    scale = torch.empty((rows, 1), dtype=torch.float32, device=x.device)
+    if rows == 0:
+        return out, scale
+    block = triton.next_power_of_2(width)
+    warps = 16 if block >= 8192 else 8 if block >= 2048 else 4
+    _rowwise_e4m3[(rows,)](x, out, scale, rows, width, x.stride(0), BLOCK=block, num_warps=warps)
+    return out, scale
