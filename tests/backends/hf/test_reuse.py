@@ -546,3 +546,90 @@ def test_a_prompt_prepared_ahead_is_used_only_for_the_same_request(prefix_backen
     backend.prefetch(requests)  # never asked: that run stopped
     assert [r.text for r in backend.generate(other_chats, config)] == expected
     backend._ahead.clear()
+
+
+# --------------------------------------------------------------------------- a read's common prefix, read once
+
+
+def test_the_common_prefix_stops_at_a_differing_token_or_clip_and_before_each_trunks_last_token():
+    from audioicl.backends.hf.reuse.rows import MIN_COMMON_PREFIX, common_prefix
+
+    head = list(range(1, 41))  # 40 text tokens
+    a = sequence(0, "a", [*head, *[AUDIO] * 10, 7, 8, 9], [("clip-x", 10)])
+    other_token = sequence(1, "b", [*head[:35], 500, *head[36:], *[AUDIO] * 10, 7, 8, 9], [("clip-x", 10)])
+    other_clip = sequence(2, "c", [*head, *[AUDIO] * 10, 7, 8, 9], [("clip-y", 10)])  # same ids, other sound
+    same = sequence(3, "d", [*head, *[AUDIO] * 10, 7, 8, 5], [("clip-x", 10)])
+    short = sequence(4, "e", [*head, *[AUDIO] * 10], [("clip-x", 10)])  # its last token is the clip's
+    rows = {s.index: r for s in (a, other_token, other_clip, same, short) for r in pack([s], share=True)}
+    assert len(common_prefix([rows[0], rows[1]])) == 35  # up to the one token that differs
+    assert len(common_prefix([rows[0], rows[2]])) == 40  # up to the clip that differs, though its ids agree
+    both = common_prefix([rows[0], rows[3]])
+    assert len(both) == 52 and both.clips == (ClipSpan("clip-x", 40, 10),)  # all but the last token
+    cut = common_prefix([rows[0], rows[4]])  # before short's last token: inside the clip
+    assert len(cut) == 49 and cut.clips == (ClipSpan("clip-x", 40, 9),)
+    assert common_prefix([rows[0]]) is None  # one row: nothing to share
+    few = sequence(5, "f", [*head[: MIN_COMMON_PREFIX - 1], 900, 901], [])
+    assert common_prefix([rows[0], pack([few], share=True)[0]]) is None  # too short to be worth a call
+
+
+def test_a_reads_common_prefix_gives_the_tokens_and_logits_of_reading_it_in_every_row(
+    prefix_backends, monkeypatch
+):
+    """Rows whose common prefix ends inside a clip, and rows that differ one token after it, read with the
+    prefix once and copied: the same first logits (to rounding) and tokens as each row read whole."""
+    from audioicl.backends.hf.reuse import decode
+    from audioicl.backends.hf.reuse import rows as rows_module
+
+    backend = prefix_backends["qwen2-audio"]
+    parts, audio_id = backend.path.parts, backend.audio_token_id
+    hidden = parts.decoder.get_input_embeddings().weight.shape[1]
+    generator = torch.Generator().manual_seed(3)
+    audio = {name: torch.randn(12, hidden, generator=generator) for name in ("x", "y")}
+    text = torch.randint(10, 500, (60,), generator=generator).tolist()
+
+    def prompt(index, group, tail, clip="x"):
+        ids = [*text[:40], *[audio_id] * 12, *tail]
+        return token_sequence(index, group, ids, audio_id, [(clip, 12)])
+
+    sequences = [
+        prompt(0, "a", text[40:50]),
+        prompt(1, "a", text[40:46]),  # a's second prompt: shares a's trunk within the row
+        prompt(2, "b", [text[40] + 1, *text[41:52]]),  # differs one token after the clip
+        prompt(3, "c", []),  # ends with the clip: the common prefix is cut inside it
+        prompt(4, "d", text[40:48], clip="y"),  # another sound with the same ids
+    ]
+    default = rows_module.MIN_COMMON_PREFIX
+    for chosen in ([0, 1, 2], [0, 1, 2, 3], [0, 2, 4]):
+        rows = pack([sequences[i] for i in chosen], share=True)
+        made = {}
+        for label, least in (("once", default), ("whole", 10**6)):
+            monkeypatch.setattr(rows_module, "MIN_COMMON_PREFIX", least)
+            work: dict[str, int] = {}
+            with torch.inference_mode():
+                done = decode.prefill(parts, [rows], audio, 3, 0, torch.float32, torch.device("cpu"), work)
+                tokens = decode.generate_rows(
+                    parts, [rows], audio, 4, [10**6], 0, torch.float32, torch.device("cpu")
+                )
+            made[label] = (done.logits, tokens, work.get("lm_read_once", 0))
+        used = [(r, m) for r, row in enumerate(rows) for m in range(len(row.members))]  # not empty slots
+        for r, m in used:
+            torch.testing.assert_close(made["once"][0][r, m], made["whole"][0][r, m], rtol=1e-4, atol=1e-4)
+        assert made["once"][1] == made["whole"][1]
+        assert made["whole"][2] == 0 and made["once"][2] > 0
+    assert made["once"][2] == 40 * 2  # [0, 2, 4]: the clip differs (y): the 40 text tokens, once for 3 rows
+
+
+@pytest.mark.parametrize("family", [*FAMILY_NAMES, "gemma4", "gemma4_unified", "voxtral", "apertus1p5"])
+def test_episodes_of_one_task_read_their_instruction_and_letter_bank_once(request, nine_tasks, family):
+    """MorseCode's episodes, one read: the system prompt, instruction and 26-clip letter bank every episode
+    begins with read once (each family's decoder: Gemma 4's shared and sliding layers, the Omni thinkers'); the
+    answers those of ``generate`` from scratch."""
+    backends = request.getfixturevalue("prefix_backends" if family in FAMILY_NAMES else "fast_path_families")
+    backend = backends[family]
+    requests = [r for r in episode_major_requests(nine_tasks, backend.family) if r.task == "MorseCode"]
+    assert len({r.episode_id for r in requests}) == 3
+    config = GenerationConfig(max_new_tokens=4, batch_size=len(requests))
+    expected = [r.text for r in with_reuse(backend, "off").generate(requests, config)]
+    backend.reset_counters()
+    assert [r.text for r in backend.generate(requests, config)] == expected
+    assert backend.work["lm_read_once"] > 2 * 26 * 10  # the bank's clips, twice spared

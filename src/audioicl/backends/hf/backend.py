@@ -162,10 +162,17 @@ class HFBackend:
         # where the time went (``lost``: in attempts that ran out of memory, ``memory.Halving``); the work done,
         # for benchmarks: clips and their audio tokens through the encoder, positions through the language model
         # (prompt tokens read without padding, tokens generated, and the padding positions the reuse path's
-        # prefill computed besides), attempts out of memory
+        # prefill computed besides, and those a read's rows shared and read once), attempts out of memory
         phases = ("features", "encode", "encode_ahead", "generate", "prefill", "decode", "lost")
         self.seconds = dict.fromkeys(phases, 0.0)
-        counted = ("encoded_clips", "encoded_audio_tokens", "lm_tokens", "lm_padding", "out_of_memory")
+        counted = (
+            "encoded_clips",
+            "encoded_audio_tokens",
+            "lm_tokens",
+            "lm_padding",
+            "lm_read_once",
+            "out_of_memory",
+        )
         self.work = dict.fromkeys((*counted, "encode_ahead_stopped"), 0)
         self.halving = Halving(self.device, self.seconds, self.work)
         self.clips = ClipFeaturizer(

@@ -16,7 +16,7 @@ from transformers import cache_utils
 from .attention import reuse_attention_in
 from .graphs import FastPaths, replayed
 from .parts import ModelParts
-from .rows import Layout, Row, layout
+from .rows import Layout, Member, Row, common_prefix, layout
 
 
 def cache_keyword(decoder: Any) -> str:
@@ -58,11 +58,15 @@ def prefill(
     pad_id: int,
     dtype: torch.dtype,
     device: torch.device,
+    work: dict[str, int] | None = None,
 ) -> Prefilled:
     """Read every prompt of ``reads`` (each shared prefix once) with room for ``steps`` more tokens per
     member, for one decode of them all. ``audio``: each clip's embedding by digest. Each read (rows) is
     padded to its own longest row and read into a cache of its own, and the caches are joined
-    (``join_caches``): a decode of many prompts for the memory of a prefill of fewer."""
+    (``join_caches``): a decode of many prompts for the memory of a prefill of fewer. What every row of a read
+    begins with (``rows.common_prefix``: the system prompt, a task's instruction and Morse letter bank) is
+    read once, for one row, and copied into every row's cache (``work["lm_read_once"]`` counts the positions
+    this saved)."""
     plan = layout([row for run in reads for row in run], steps, pad_id, device)
     keyword = cache_keyword(parts.decoder)
     caches, logits = [], []
@@ -70,41 +74,105 @@ def prefill(
     for run in reads:
         taken = slice(first, first + len(run))
         length = max(row.length for row in run)
-        ids = plan.ids[taken, :length]
-        embeds = parts.decoder.get_input_embeddings()(ids)
-        _place_audio(embeds, run, audio)
         cache = parts.cache(plan.total)
+        shared = _read_common_prefix(parts, run, audio, cache, keyword, pad_id, dtype, device)
+        if work is not None:
+            work["lm_read_once"] = work.get("lm_read_once", 0) + shared * (len(run) - 1)
+        ids = plan.ids[taken, shared:length]
+        embeds = parts.decoder.get_input_embeddings()(ids)
+        _place_audio(embeds, run, audio, shared)
         hidden = _read(
             parts,
             cache,
             keyword,
-            parts.masks(plan, slice(0, length), taken, dtype),
+            parts.masks(plan, slice(shared, length), taken, dtype),
             inputs_embeds=embeds,
-            position_ids=plan.positions[taken, :length],
-            cache_position=torch.arange(length, device=device),
+            position_ids=plan.positions[taken, shared:length],
+            cache_position=torch.arange(shared, length, device=device),
             **(parts.read_inputs(ids) if parts.read_inputs is not None else {}),
         )
         rows_index = torch.arange(len(run), device=device)[:, None]
-        logits.append(parts.head(hidden[rows_index, plan.last[taken]]))
+        last = (plan.last[taken] - shared).clamp(min=0)  # a row's unused member slots (last 0) read anything
+        logits.append(parts.head(hidden[rows_index, last]))
         caches.append(cache)
         first += len(run)
         del embeds, hidden
     return Prefilled(plan, join_caches(caches, plan.prefill), torch.cat(logits))
 
 
-def _place_audio(embeds: torch.Tensor, rows: Sequence[Row], audio: dict[str, torch.Tensor]) -> None:
+def _read_common_prefix(
+    parts: ModelParts,
+    rows: Sequence[Row],
+    audio: dict[str, torch.Tensor],
+    cache: Any,
+    keyword: str,
+    pad_id: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> int:
+    """The positions every row of ``rows`` begins with (``common_prefix``), read once into a cache of one
+    row and copied into ``cache``'s rows, whose next writes then start after them; their count (0 where too
+    few to be worth a call of their own, or where the cache is not laid out as ``fill_rows`` writes it)."""
+    prefix = common_prefix(rows)
+    if prefix is None or not _fillable(cache):
+        return 0
+    alone = layout([Row((Member(prefix, 0, 0),))], 0, pad_id, device)
+    once = parts.cache(alone.total)
+    embeds = parts.decoder.get_input_embeddings()(alone.ids)
+    _place_audio(embeds, [Row((Member(prefix, 0, 0),))], audio)
+    _read(
+        parts,
+        once,
+        keyword,
+        parts.masks(alone, slice(0, len(prefix)), slice(None), dtype),
+        inputs_embeds=embeds,
+        position_ids=alone.positions[:, : len(prefix)],
+        cache_position=torch.arange(len(prefix), device=device),
+        **(parts.read_inputs(alone.ids) if parts.read_inputs is not None else {}),
+    )
+    fill_rows(cache, once, len(rows), len(prefix))
+    return len(prefix)
+
+
+def _fillable(cache: Any) -> bool:
+    """Whether ``cache``'s layers are transformers' static layers as ``fill_rows`` writes them."""
+    return all(
+        isinstance(layer, _KEEPS_NOTHING)
+        or all(hasattr(layer, name) for name in ("lazy_initialization", "cumulative_length"))
+        for layer in cache.layers
+    )
+
+
+def fill_rows(cache: Any, prefix: Any, rows: int, length: int) -> None:
+    """``cache`` (empty, ``rows`` rows) given the first ``length`` positions of ``prefix`` (a cache of one
+    row) in every row, its next writes after them (transformers' ``StaticLayer``: ``keys``/``values``
+    [rows, heads, max length, dim], the next write at ``cumulative_length``)."""
+    for layer, made in zip(cache.layers, prefix.layers, strict=True):
+        if isinstance(layer, _KEEPS_NOTHING) or getattr(made, "keys", None) is None:
+            continue
+        keys, values = made.keys[:, :, :length], made.values[:, :, :length]
+        layer.lazy_initialization(keys.expand(rows, -1, -1, -1), values.expand(rows, -1, -1, -1))
+        layer.keys[:, :, :length] = keys
+        layer.values[:, :, :length] = values
+        layer.cumulative_length.fill_(length)
+
+
+def _place_audio(
+    embeds: torch.Tensor, rows: Sequence[Row], audio: dict[str, torch.Tensor], offset: int = 0
+) -> None:
     """Each clip's embedding in place of its audio tokens, where a member reads it itself (a clip inside the
-    shared prefix is the trunk's)."""
+    shared prefix is the trunk's); ``embeds`` holds the rows' positions from ``offset`` on (a clip before it
+    is in the cache already, one that straddles it is placed from there)."""
+    width = embeds.shape[1]
     for r, row in enumerate(rows):
         for member in row.members:
             for clip in member.sequence.clips:
-                begin = max(clip.start, member.shared)
-                if begin >= clip.start + clip.tokens:
-                    continue  # inside the shared prefix: the trunk holds it
-                at = member.start + begin - member.shared
-                embeds[r, at : at + clip.start + clip.tokens - begin] = audio[clip.digest][
-                    begin - clip.start :
-                ]
+                begin = max(clip.start, member.shared, offset + member.shared - member.start)
+                end = min(clip.start + clip.tokens, member.shared + width + offset - member.start)
+                if begin >= end:
+                    continue  # in the shared prefix (the trunk's), or before ``offset``
+                at = member.start + begin - member.shared - offset
+                embeds[r, at : at + end - begin] = audio[clip.digest][begin - clip.start : end - clip.start]
 
 
 _KEEPS_NOTHING = getattr(cache_utils, "DummyLayer", ())  # transformers 5.2x: a layer with no cache
@@ -198,14 +266,16 @@ def generate_rows(
     device: torch.device,
     seconds: dict[str, float] | None = None,
     paths: FastPaths | None = None,
+    work: dict[str, int] | None = None,
 ) -> dict[int, list[int]]:
     """Greedy tokens (``steps`` at most, fewer once every prompt has stopped) for every prompt in ``reads``
     (rows read together, ``prefill``; all decoded together), by request index. ``seconds``: where the time
     went is added to its ``prefill`` and ``decode``. ``paths``: with CUDA graphs on, the first decode step
-    runs eagerly (compiling and warming what it needs), the rest replay its capture."""
+    runs eagerly (compiling and warming what it needs), the rest replay its capture. ``work``: the positions
+    read once for several rows are added to its ``lm_read_once``."""
     seconds = {} if seconds is None else seconds
     started = time.perf_counter()
-    done_reading = prefill(parts, reads, audio, steps - 1, pad_id, dtype, device)
+    done_reading = prefill(parts, reads, audio, steps - 1, pad_id, dtype, device, work)
     plan, cache = done_reading.plan, done_reading.cache
     tokens = done_reading.logits.argmax(-1)  # [rows, width]
     generated = [tokens]

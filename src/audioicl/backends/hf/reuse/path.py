@@ -142,6 +142,7 @@ class ReusePath:
                         self.device,
                         self.seconds,
                         self.paths,
+                        self.work,
                     )
 
             try:

@@ -34,6 +34,9 @@ import torch
 from .graphs import text_model
 
 PAD_SLOT = -1  # owner of a padding position
+# positions a read's rows must have in common to be read once (``common_prefix``): fewer cost more as a
+# call of their own than they save
+MIN_COMMON_PREFIX = 32
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,25 @@ def pack(sequences: Sequence[TokenSequence], share: bool) -> list[Row]:
             start += len(sequence) - shared
         rows.append(Row(tuple(placed)))
     return rows
+
+
+def common_prefix(rows: Sequence[Row]) -> TokenSequence | None:
+    """What every row of ``rows`` begins with: the first tokens (and clips, cut where the prefix ends inside
+    one) that every row's first trunk has in common (``shared_prefix``), short of each trunk's last token
+    (whose logits the prefill reads); None for a single row or fewer than ``MIN_COMMON_PREFIX`` tokens."""
+    if len(rows) < 2:
+        return None
+    trunks = [row.members[0].sequence for row in rows]
+    first = trunks[0]
+    length = min(min(shared_prefix(first, trunk) for trunk in trunks[1:]), *(len(t) - 1 for t in trunks))
+    if length < MIN_COMMON_PREFIX:
+        return None
+    clips = tuple(
+        replace(clip, tokens=min(clip.tokens, length - clip.start))
+        for clip in first.clips
+        if clip.start < length
+    )
+    return TokenSequence(first.index, first.group, first.ids[:length], clips)
 
 
 def batches(rows: Sequence[Row], prompts: int, packed: bool = False) -> list[list[Row]]:
