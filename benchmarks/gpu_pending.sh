@@ -19,8 +19,8 @@
 #   bash benchmarks/gpu_pending.sh voxtral       # Voxtral's row, now on the fast path (45 prompts)
 #   bash benchmarks/gpu_pending.sh whole FAMILY [SPEED]  # the whole benchmark (13,500 prompts), SPEED fused
 #   bash benchmarks/gpu_pending.sh user FAMILY    # the whole benchmark as a user runs it: checkpoint saved, audioicl run
-#   bash benchmarks/gpu_pending.sh fp8            # Qwen2-Audio's whole benchmark, -o precision=fp8 (checkpoint kept)
-#   bash benchmarks/gpu_pending.sh bf16           # then bf16 on the same checkpoint, answers and compare against fp8
+#   bash benchmarks/gpu_pending.sh bf16           # Qwen2-Audio's whole benchmark in bf16, audioicl run (checkpoint kept)
+#   bash benchmarks/gpu_pending.sh fp8            # then -o precision=fp8 on it: identical share and compare against bf16
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
@@ -43,6 +43,16 @@ export PYTHONPATH="$PWD/src"  # audioicl from the tree: installing it would need
 build() {  # build EPISODES: the benchmark at that size, once per machine
   [ -f "/tmp/B$1/manifest.json" ] || "$py" -m audioicl build --out "/tmp/B$1" --episodes "$1" --quiet --workers 12
 }
+
+# the FP8 condition's input quantization kernel against the eager one, bit for bit (the interpreter cannot say)
+fp8_kernel_check='
+import torch
+from audioicl.backends.hf.fp8 import rowwise
+from audioicl.backends.hf.reuse.kernels import rowwise_e4m3
+x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) * torch.logspace(-3, 3, 4096, device="cuda")[:, None]
+(a, s), (b, t) = rowwise_e4m3(x), rowwise(x)
+print("rowwise_e4m3 bit-equal to the eager quantization:", torch.equal(a.float(), b.float()) and torch.equal(s, t))
+'
 
 case "$part" in
   families)
@@ -120,14 +130,16 @@ case "$part" in
     "$py" benchmarks/gpu_throughput.py --data /tmp/B300 --families "$family" --reuse prefix --batch-size 128 \
       --speeds "$speed" --logit-episodes 0 --repeats 1 --json "$out/whole_${family}_$speed.json"
     ;;
-  fp8)  # issue 41: Qwen2-Audio's whole benchmark as -o precision=fp8, the checkpoint kept for `bf16`
+  bf16)  # issue 41: Qwen2-Audio's whole benchmark in bf16 as a user runs it, the checkpoint kept for `fp8`
     build 300
-    "$py" benchmarks/whole_run.py --data /tmp/B300 --families qwen2-audio --keep \
-      --run "fp8=-o precision=fp8" --json "$out/fp8.json"
-    ;;
-  bf16)  # then the bf16 run on the same checkpoint, the fp8 one resumed (nothing to do): identical share, compare
     "$py" benchmarks/whole_run.py --data /tmp/B300 --families qwen2-audio --keep --run "bf16=" \
-      --run "fp8=-o precision=fp8" --results "$out/results" --json "$out/bf16.json"
+      --json "$out/bf16.json"
+    ;;
+  fp8)  # then -o precision=fp8 on the same checkpoint (bf16 resumed: nothing to do), identical share, compare
+    build 300
+    "$py" -c "$fp8_kernel_check"
+    "$py" benchmarks/whole_run.py --data /tmp/B300 --families qwen2-audio --keep --run "bf16=" \
+      --run "fp8=-o precision=fp8" --results "$out/results" --json "$out/fp8.json"
     ;;
   user)
     build 300
