@@ -656,3 +656,28 @@ def test_windows_take_their_sizes_in_turn_the_last_repeated():
     items = [("a", 1), ("a", 2), ("b", 1), ("b", 2), ("c", 1)]
     cut = windows(items, 1, whole_episodes=True, episode_of=lambda item: item[0])
     assert [[k for _, k in window] for window in cut] == [[1, 2], [1, 2], [1]]
+
+
+class _FallingBack(_Counting):
+    """A backend whose info changes mid-run, as the hf fast path's does where a path falls back."""
+
+    @property
+    def info(self):
+        return {"decode_batches": {"used": 1 if self.calls else 4}, "peak_memory_gib": float(len(self.calls))}
+
+
+def test_the_run_record_keeps_the_backends_info_as_it_stands_when_the_run_ends(tiny_dataset, tmp_path):
+    """Regression (issue 41): the record kept the backend's info from the load only, so a fast path that fell
+    back mid-run and the peak memory read as they were before the first prompt."""
+    backend = _FallingBack()
+    run(
+        RunOptions(data=tiny_dataset, model="fake:falling", out=tmp_path, shots=(1,)),
+        report=quiet,
+        backend=backend,
+    )
+    (entry,) = json.loads((tmp_path / "falling_run.json").read_text())["runs"]
+    assert entry["backend_info"] == {
+        "decode_batches": {"used": 1},
+        "peak_memory_gib": float(len(backend.calls)),
+    }
+    assert backend.calls

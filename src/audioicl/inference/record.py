@@ -376,9 +376,12 @@ def _is_this_run(entry: Any, run: Record) -> bool:
     ) == (mine.get("pid"), mine.get("host"))
 
 
-def finish_run_record(folder: Path, record: Record, timing: Mapping[str, Any]) -> None:
-    """Add ``timing`` to this run's entry (the last of ``record``'s ``runs``) in the folder's record, under
-    its lock; nothing when the entry is not there (the record was not written, or replaced since)."""
+def finish_run_record(
+    folder: Path, record: Record, timing: Mapping[str, Any], backend_info: Mapping[str, Any] | None = None
+) -> None:
+    """Add ``timing`` to this run's entry (the last of ``record``'s ``runs``) in the folder's record, and
+    ``backend_info`` as the backend says it at the end (a fast path that fell back mid-run, the peak memory),
+    under its lock; nothing when the entry is not there (the record was not written, or replaced since)."""
     run = record["runs"][-1]
     path = folder / run_record_name(record["model_name"])
     lock = FileLock(path)
@@ -392,6 +395,8 @@ def finish_run_record(folder: Path, record: Record, timing: Mapping[str, Any]) -
         for index in range(len(runs) - 1, -1, -1):
             if _is_this_run(runs[index], run):
                 runs[index] = {**runs[index], "timing": {**(runs[index].get("timing") or {}), **timing}}
+                if backend_info is not None:
+                    runs[index]["backend_info"] = dict(backend_info)
                 write_atomic(where, dumps_record({**current, "runs": runs}), durable=True)
                 return
     finally:
@@ -422,8 +427,9 @@ def backend_spent(
 @contextlib.contextmanager
 def timed_run(folder: Path, record: Record, backend: Any = None) -> Iterator[None]:
     """Around the work of a run whose record is written: when it ends, however it ends, its entry gets the
-    time the backend was ready (the start of the block), the finish, the wall time and the outcome, and
-    what ``backend`` counts of its own work during the block (``backend_spent``)."""
+    time the backend was ready (the start of the block), the finish, the wall time and the outcome, what
+    ``backend`` counts of its own work during the block (``backend_spent``) and its ``info`` as it stands
+    then."""
     loaded = utc_now()
     before = backend_counters(backend)
     outcome: dict[str, Any] = {"outcome": "completed"}
@@ -450,8 +456,9 @@ def timed_run(folder: Path, record: Record, backend: Any = None) -> Iterator[Non
         spent = backend_spent(before, backend_counters(backend))
         if spent:
             timing["backend_spent"] = spent
+        info = getattr(backend, "info", None)
         with contextlib.suppress(AudioICLError, OSError):  # the run's own outcome matters more
-            finish_run_record(folder, record, timing)
+            finish_run_record(folder, record, timing, dict(info) if isinstance(info, Mapping) else None)
 
 
 def update_run_record(folder: Path, record: Record, write: bool = True) -> None:

@@ -130,7 +130,7 @@ def test_packed_rows_hold_a_batchs_groups_one_after_another_each_reading_only_it
 def test_reuse_options_are_checked_against_the_family():
     from audioicl.backends.families import FAMILIES
 
-    qwen, gemma = FAMILIES.get("qwen2-audio"), FAMILIES.get("gemma4")
+    qwen, plain = FAMILIES.get("qwen2-audio"), FAMILIES.get("glmasr")  # glmasr: no fast path
     assert HF.parse({}).reuse is None
     with pytest.raises(AudioICLError, match="reuse must be off, audio or prefix"):
         HF.parse({"reuse": "all"})
@@ -139,14 +139,14 @@ def test_reuse_options_are_checked_against_the_family():
     with pytest.raises(AudioICLError, match="cache applies to transformers' generate"):
         reuse_for(HF.parse({"cache": "static"}), qwen)
     # a family whose default is already reuse=off takes cache=static as it stands
-    assert reuse_for(HF.parse({"cache": "static"}), gemma) == "off"
+    assert reuse_for(HF.parse({"cache": "static"}), plain) == "off"
     assert HF.parse({"pack": "on"}).pack == "on" and HF.parse({}).pack == "off"
     with pytest.raises(AudioICLError, match="pack must be on or off"):
         HF.parse({"pack": "yes"})
     with pytest.raises(AudioICLError, match="pack=on packs the rows of the fast path"):
         reuse_for(HF.parse({"pack": "on", "reuse": "off"}), qwen)
-    with pytest.raises(AudioICLError, match="gemma4 has no fast path|without reuse=off"):
-        reuse_for(HF.parse({"pack": "on"}), gemma)
+    with pytest.raises(AudioICLError, match="glmasr has no fast path"):
+        reuse_for(HF.parse({"pack": "on"}), plain)
     assert reuse_for(HF.parse({"cache": "static", "reuse": "off"}), qwen) == "off"
     assert HF.parse({}).decode_batches == "auto"
     assert HF.parse({"decode_batches": "3"}).decode_batches == 3

@@ -84,8 +84,8 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return out
 
 
-E4M3_LARGEST = 448.0  # e4m3fn's largest value (``fp8.E4M3_LARGEST``)
-SMALLEST_SCALE = 1e-12  # ``fp8.SMALLEST_SCALE``
+E4M3_LARGEST = tl.constexpr(448.0)  # e4m3fn's largest value (``fp8.E4M3_LARGEST``)
+SMALLEST_SCALE = tl.constexpr(1e-12)  # ``fp8.SMALLEST_SCALE``
 
 
 @triton.jit(do_not_specialize=["rows"])
