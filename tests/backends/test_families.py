@@ -350,3 +350,46 @@ def test_a_family_added_as_this_page_says_is_registered(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["my-audio", "MyAudioForConditionalGeneration", "True"]
+
+
+def _continuation_requests(data: Path, backend, k: int = 2, limit: int = 4) -> list[Request]:
+    store = ClipStore(data)
+    episodes = read_meta(data / "meta" / f"meta_k{k}.jsonl")[:limit]
+    return [
+        Request(f"{ep.id}@k{k}", ep.id, ep.task, k, build_prompt(ep, store, layout="continuation").chat)
+        for ep in episodes
+        if backend.model_family.max_clips is None or len(ep.demos) < backend.model_family.max_clips
+    ]
+
+
+@pytest.mark.parametrize("name", TINY.names())
+def test_a_continuation_prompt_is_what_the_processor_makes_of_its_text_and_clips(request, tiny_dataset, name):
+    """``--layout continuation`` (issue 42): for every family whose processor expands a clip's placeholder in
+    plain text, the prompt's token ids (the fast path's own, audio tokens expanded) equal the processor's call
+    over the continuation text and its clips, token for token, its special tokens added as the processor adds
+    them; every other family refuses the layout, naming why."""
+    backend = (
+        request.getfixturevalue("tiny_backends")
+        if name in QWEN_FAMILIES
+        else request.getfixturevalue("backends")
+    )[name]
+    family = backend.model_family
+    requests = _continuation_requests(tiny_dataset, backend)
+    prepared, failed = backend.prepare(requests)
+    if family.text_placeholder is None:
+        assert not prepared and len(failed) == len(requests)
+        assert all("places clips only through its chat template" in r.error for r in failed.values())
+        return
+    assert not failed and not backend.processed  # every family that takes it has the fast path
+    tokenizer = backend.processor.tokenizer
+    for item, req in zip(sorted(prepared, key=lambda p: p.index), requests, strict=True):
+        body = "".join(
+            part.text if hasattr(part, "text") else family.text_placeholder
+            for part in req.chat.messages[0].content
+        )
+        waves = [audio.resample(p.wave, p.sr, backend.sampling_rate) for p in req.chat.audio_parts()]
+        reference = backend.processor(
+            text=[body], audio=waves, sampling_rate=backend.sampling_rate, return_tensors="pt"
+        )["input_ids"][0].tolist()
+        assert list(item.ids) == reference, f"{name}: the continuation prompt differs from the processor's"
+        assert tokenizer.decode(item.ids).rstrip().endswith("Label:")

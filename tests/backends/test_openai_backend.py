@@ -424,3 +424,16 @@ def test_a_base_url_httpx_cannot_read_is_refused_without_its_password():
         load_backend(ModelSpec("openai", "m"), base_url="http://user:secret@[::1/v1")
     said = str(caught.value)
     assert "is not a URL httpx can use" in said and "<credentials>" in said and "secret" not in said
+
+
+def test_the_continuation_layout_is_refused_before_any_request():
+    """A chat completions server applies its template to every request: a text to continue cannot reach a
+    base model through it (issue 42); refused before the server is asked anything."""
+    from audioicl.backends.base import Workload
+
+    with pytest.raises(AudioICLError, match="continuation sends a text to continue.*hf: or vllm:"):
+        load_backend(
+            ModelSpec("openai", "base-model"),
+            Workload(prompts=1, max_audio_per_prompt=3, chats=False),
+            base_url="http://127.0.0.1:9",
+        )

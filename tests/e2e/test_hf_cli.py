@@ -155,3 +155,71 @@ def test_fp8_is_its_own_condition_beside_the_native_run(built, tiny_checkpoints,
         rows = list(csv.DictReader(handle))
     assert {r["model"] for r in rows} == {name, f"{name}+fp8"}
     assert all(r["n"] == "1" for r in rows) and len(rows) == 2 * 5 * 2
+
+
+def test_a_base_checkpoint_runs_by_continuation_beside_the_instruct_models_chat_run(
+    built, tiny_checkpoints, family_checkpoints, tmp_path
+):
+    """Issue 42: a tiny Qwen2-Audio base checkpoint (the family's real classes, no chat template in its files,
+    named as the public base model) runs every task at k = 1..5 with ``--layout continuation``, 0 error lines,
+    as ``<model>+continuation`` beside the instruct checkpoint's chat run in the same folder, through score and
+    report; a chat layout on it is said to be the wrong format; a Gemma 4 checkpoint with no template is
+    refused a chat layout before its weights load, naming the layout that runs it."""
+    base = tmp_path / "Qwen2-Audio-7B"
+    shutil.copytree(tiny_checkpoints["qwen2-audio"], base)
+    (base / "chat_template.jinja").unlink()
+    instruct = tmp_path / REAL_NAMES["qwen2-audio"]
+    shutil.copytree(tiny_checkpoints["qwen2-audio"], instruct)
+    out = tmp_path / "results"
+    cpu = ("-o", "dtype=fp32", "-o", "device=cpu")
+    audioicl("run", "--data", built, "--model", f"hf:{instruct}", "--out", out, *cpu)
+    made = audioicl(
+        "run", "--data", built, "--model", f"hf:{base}", "--out", out, "--layout", "continuation", *cpu
+    )
+    for k in range(1, 6):
+        assert f"k={k}: {TASKS} written (0 errors)" in made.stdout
+        lines = [
+            json.loads(x)
+            for x in (out / f"Qwen2-Audio-7B+continuation_results_k{k}.jsonl").read_text().splitlines()
+        ]
+        assert len(lines) == TASKS and {x["status"] for x in lines} == {"ok"}
+        assert all("\n" not in x["response"] for x in lines)  # the answer ends with its label line
+        assert all(x["prompt"].endswith("\nLabel:") and not x["prompt"].startswith("system") for x in lines)
+    record = json.loads((out / "Qwen2-Audio-7B+continuation_run.json").read_text())
+    assert record["settings"]["layout"] == record["settings"]["condition"] == "continuation"
+    summary = tmp_path / "summary.csv"
+    audioicl("score", "--in", out, "--out", summary)
+    with summary.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["model"] for r in rows} == {REAL_NAMES["qwen2-audio"], "Qwen2-Audio-7B+continuation"}
+    assert len(rows) == 2 * 5 * TASKS and all(r["n"] == "1" for r in rows)
+    audioicl("report", "--scores", summary, "--results", out, "--data", built, "--out", tmp_path / "report")
+    assert "Qwen2-Audio-7B+continuation" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+
+    chat = audioicl(
+        "run",
+        "--data",
+        built,
+        "--model",
+        f"hf:{base}",
+        "--out",
+        tmp_path / "chat",
+        "--tasks",
+        "AudioCount",
+        "--k",
+        "1",
+        *cpu,
+    )
+    assert "is Qwen/Qwen2-Audio-7B, a base model" in chat.stderr and "--layout continuation" in chat.stderr
+
+    gemma = tmp_path / "gemma-4-base"
+    shutil.copytree(family_checkpoints["gemma4"], gemma)
+    for template in gemma.glob("chat_template.*"):
+        template.unlink()
+    refused = cli.audioicl("run", "--data", built, "--model", f"hf:{gemma}", "--out", tmp_path / "g", *cpu)
+    assert refused.returncode != 0 and not (tmp_path / "g").exists()
+    assert (
+        refused.stderr.strip()
+        .splitlines()[-1]
+        .endswith("has no chat template (a pretrained base model?): run it with --layout continuation")
+    )

@@ -172,3 +172,27 @@ def test_a_prompt_the_engine_refuses_is_an_error_line(checkpoint, hf_run, tiny_d
             assert line["status"] == "ok" and line["response"] == reference[episode]["response"]
         else:
             assert line["status"] == "error" and "vllm refused the prompt" in line["error"], line
+
+
+def test_continuation_answers_equal_hf(checkpoint, tiny_dataset, tmp_path):
+    """``--layout continuation`` (issue 42) through vLLM's engine: the text with the family's placeholders and
+    no chat template, the same answers as the hf backend's, each cut at the end of its label line."""
+    common = ("--data", tiny_dataset, "--model", "--k", "1,2", "--tasks", "AudioCount,AudioRemap",
+              "--layout", "continuation", "-o", "dtype=fp32")  # fmt: skip
+    runs = {}
+    for kind, extra, python, env in (
+        ("hf", ("-o", "device=cpu"), None, ENV),
+        ("vllm", ("-o", "enforce_eager=true"), VLLM_PYTHON, {**ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}),
+    ):
+        out = tmp_path / kind
+        args = [*common[:3], f"{kind}:{checkpoint}", *common[3:], "--out", out, *extra]
+        audioicl("run", *args, **({"python": python} if python else {}), env=env)
+        runs[kind] = {
+            (line["id"], k): line["response"]
+            for k in (1, 2)
+            for line in map(
+                json.loads, (out / f"{NAME}+continuation_results_k{k}.jsonl").read_text().splitlines()
+            )
+        }
+    assert len(runs["hf"]) == 12 and runs["vllm"] == runs["hf"]  # 3 episodes of 2 tasks at k = 1, 2
+    assert all("\n" not in answer for answer in runs["hf"].values())

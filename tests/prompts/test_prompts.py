@@ -92,6 +92,24 @@ def test_multiturn_layout(tiny_dataset):
     )
 
 
+def test_continuation_layout_is_one_text_with_each_label_on_its_own_line(tiny_dataset):
+    """``--layout continuation`` (issue 42): no system message, no roles; the instruction (where the style has
+    one), then each clip's line and its label's, the query's label line left open for the model to finish."""
+    chat = build_chat(episode(tiny_dataset, "AudioCount"), tiny_dataset, layout="continuation", style="none")
+    assert [m.role for m in chat.messages] == ["user"] and chat.frame.layout == "continuation"
+    assert render_text(chat) == (
+        "[Demo Audio 1] <audio>\nLabel: 3\n[Demo Audio 2] <audio>\nLabel: 5\n[Query Audio] <audio>\nLabel:"
+    )
+    assert [type(part).__name__ for part in chat.messages[0].content].count("AudioPart") == 3
+    with_instruction = build_chat(episode(tiny_dataset, "AudioCount"), tiny_dataset, layout="continuation")
+    assert render_text(with_instruction).startswith(f"{COUNT}\n\n[Demo Audio 1] <audio>\nLabel: 3\n")
+    remap = build_chat(
+        episode(tiny_dataset, "AudioRemap", k=1), tiny_dataset, layout="continuation", style="none"
+    )
+    assert render_text(remap).startswith("[Demo 1 A] <audio>\nLabel: A\n[Demo 1 B] <audio>\nLabel: H\n")
+    assert render_text(remap).endswith("\nLabel:")
+
+
 def test_multi_clip_tags_remap(tiny_dataset):
     ep = episode(tiny_dataset, "AudioRemap", k=1)
     chat = build_chat(ep, tiny_dataset, style="none")

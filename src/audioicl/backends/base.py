@@ -55,11 +55,13 @@ class Request:
 
 @dataclass(frozen=True)
 class Workload:
-    """What a run will ask of its backend: ``prompts``, and ``max_audio_per_prompt``, the most clips
-    one prompt holds (demo and query clips, plus the Morse bank's 26 where it is shown)."""
+    """What a run will ask of its backend: ``prompts``, ``max_audio_per_prompt``, the most clips one prompt
+    holds (demo and query clips, plus the Morse bank's 26 where it is shown), and ``chats``: whether its
+    prompts are chats for a chat template (every layout but ``continuation``)."""
 
     prompts: int = 0
     max_audio_per_prompt: int = 0
+    chats: bool = True
 
 
 @dataclass(frozen=True)

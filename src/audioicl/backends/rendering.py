@@ -14,14 +14,17 @@ stop tokens (with the template's end of turn), the clip limit, the config hash.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from audioicl.errors import AudioICLError
-from audioicl.prompts.chat import AudioPart, Chat
+from audioicl.prompts.chat import CONTINUATION, AudioPart, Chat, message_text
 
 from .families import FAMILIES, AudioFamily
+
+log = logging.getLogger("audioicl.backends")
 
 
 def generic_family(model_type: str, processor: Any) -> AudioFamily:
@@ -76,6 +79,68 @@ def render_chat(
                 f"({family.placeholder!r}); does the text contain the placeholder, or drop a message?"
             )
     return text, clips
+
+
+def render_continuation(
+    chat: Chat,
+    family: AudioFamily,
+    tokenizer: Any,
+    placeholder: str | None = None,
+    max_clips: int | None = None,
+) -> tuple[str, list[AudioPart]]:
+    """A ``--layout continuation`` chat as the model reads it with no chat template: the tokenizer's
+    beginning-of-text token where it adds one, then the chat's text with each clip as ``placeholder``
+    (default: the family's ``text_placeholder``, what its processor expands; ``{i}`` numbers the clips from
+    1, as vLLM's placeholders for some families do); and the clips in order."""
+    placeholder = placeholder or family.text_placeholder
+    if placeholder is None:
+        raise AudioICLError(
+            f"--layout continuation: {family.label} places clips only through its chat template (no text "
+            "placeholder its processor expands)"
+        )
+    clips = list(chat.audio_parts())
+    check_clip_count(len(clips), family, family.max_clips if max_clips is None else max_clips)
+    bos = tokenizer.bos_token if getattr(tokenizer, "add_bos_token", False) and tokenizer.bos_token else ""
+    pieces = "".join(message_text(message, "\0") for message in chat.messages).split("\0")
+    marks = [placeholder.format(i=number) for number in range(1, len(clips) + 1)]
+    return bos + "".join(piece + mark for piece, mark in zip(pieces, [*marks, ""], strict=True)), clips
+
+
+def is_continuation(chat: Chat) -> bool:
+    """Whether ``chat`` is laid out for continuation (no chat template renders it)."""
+    return chat.frame is not None and chat.frame.layout == CONTINUATION
+
+
+def has_chat_template(processor: Any) -> bool:
+    """Whether the processor or its tokenizer has a chat template (a base checkpoint may have none)."""
+    tokenizer = getattr(processor, "tokenizer", None)
+    return bool(getattr(processor, "chat_template", None) or getattr(tokenizer, "chat_template", None))
+
+
+def known_base(name: str, family: AudioFamily) -> str | None:
+    """The public base checkpoint ``name`` is (a hub id, or a folder named as its last component), if any."""
+    last = name.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    return next(
+        (base for base in family.base_checkpoints if name == base or last == base.rsplit("/", 1)[-1]), None
+    )
+
+
+def check_chat_layout(name: str, family: AudioFamily, processor: Any) -> None:
+    """A chat layout for ``name``: refused where neither its processor nor its tokenizer has a chat template (a
+    base checkpoint); said where the checkpoint is a known base model whose processor class supplies a
+    template of its own (transformers' Qwen2AudioProcessor does), which would give it the instruct format."""
+    if not family.tokenizes_chat and not has_chat_template(processor):  # Voxtral's is mistral-common's
+        raise AudioICLError(
+            f"{name} has no chat template (a pretrained base model?): run it with --layout continuation"
+        )
+    base = known_base(name, family)
+    if base is not None:
+        log.warning(
+            "%s is %s, a base model: the chat template its processor supplies gives it a chat "
+            "format it was not trained on; --layout continuation runs it as pretrained",
+            name,
+            base,
+        )
 
 
 def audio_extractor(processor: Any) -> Any:

@@ -29,7 +29,7 @@ def _add(sub):
             "longest clip the model takes (window: the feature extractor's), audio tokens per second, what is "
             "verified (a tiny checkpoint of the real classes in CI, the full size on a GPU, or untested), the "
             "name audioicl.testing.tiny_checkpoint takes for its tiny checkpoint (its model type) and the "
-            "public checkpoints each covers."
+            "public checkpoints each covers ((base): a pretrained base model, run with --layout continuation)."
         ),
     )
     shape = p.add_mutually_exclusive_group()

@@ -53,7 +53,8 @@ def _add(sub, exit_on_error: bool = True):
             "differs (pad, max-new-tokens, prompts file content, morse-bank, seed, backend options, data root "
             "or dataset). A condition that changes what is measured names its files itself, beside the plain "
             "run's: --style general -> <model>+style-general, --layout single-clip -> <model>+single-clip, "
-            "a study's --control -> <model>+<control>. "
+            "--layout continuation -> <model>+continuation, -o precision=fp8 -> <model>+fp8, a study's "
+            "--control -> <model>+<control>. "
             "With --shard I/N the run takes its share of the episodes and writes into OUT/shard-I-of-N/; "
             "join shards with 'audioicl merge'. With --ray the shards run as Ray tasks, each with its own backend, "
             "and are merged into OUT (their logs stay in OUT.shards/<model>/); rerunning resumes them. "
@@ -89,7 +90,12 @@ def _add(sub, exit_on_error: bool = True):
         "asks the queries of the smallest k file zero-shot (instruction and query, no demos)",
     )
     p.add_argument("--style", choices=STYLES, help="instruction style (default: specific)")
-    p.add_argument("--layout", choices=LAYOUTS, help="prompt layout (default: original)")
+    p.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        help="prompt layout (default: original); continuation: no chat template, each label on a line of its "
+        "own and the query's left for the model to continue (pretrained base models; docs/study.md)",
+    )
     add_batch_size(p)
     p.add_argument(
         "--window",

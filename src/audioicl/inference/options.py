@@ -11,7 +11,7 @@ from typing import Literal
 from audioicl.backends import ModelSpec
 from audioicl.backends.base import option_conditions
 from audioicl.errors import AudioICLError
-from audioicl.prompts.chat import Layout
+from audioicl.prompts.chat import CONTINUATION, Layout
 from audioicl.prompts.clips import MorseBankMode, PadMode
 from audioicl.prompts.draws import Variations
 from audioicl.prompts.sets import Style
@@ -103,12 +103,12 @@ class RunOptions:
     def condition(self) -> str | None:
         """What this run measures beside the task as the benchmark defines it, each part of which changes
         what is measured: ``style-<style>`` for another instruction, a control's name or ``probe``, then
-        ``single-clip`` for that layout, then what the backend's options change of the model (``fp8``:
+        ``single-clip`` or ``continuation`` for those layouts, then what the backend's options change of the model (``fp8``:
         ``Option.conditions``); None for the task itself. Named alike whether ``run`` or ``study`` made it."""
         parts = [
             None if self.style == "specific" else f"style-{self.style}",
             "probe" if self.probe else self.control,
-            SINGLE_CLIP if self.layout == SINGLE_CLIP else None,
+            self.layout if self.layout in (SINGLE_CLIP, CONTINUATION) else None,
             *option_conditions(self.model, self.backend_options),
         ]
         return CONDITION_MARK.join(part for part in parts if part) or None

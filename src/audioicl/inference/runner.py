@@ -67,7 +67,7 @@ from audioicl.dataset.sidecar import Sidecar, load_sidecar
 from audioicl.errors import AudioICLError, refuse_duplicate_ids
 from audioicl.files import FileLock, check_output, create_folder, remove_empty_folders
 from audioicl.prompts.build import Prompt, build_prompt
-from audioicl.prompts.chat import AudioPart, Chat, render_text
+from audioicl.prompts.chat import CONTINUATION, AudioPart, Chat, render_text
 from audioicl.prompts.clips import MORSE_TASK, ClipStore, load_morse_bank, pad_chats
 from audioicl.prompts.controls import CONTROLS, Control, ControlContext, swap_partners
 from audioicl.prompts.draws import Variation, demo_pool, present
@@ -517,10 +517,13 @@ def order_work(pending: Mapping[int, Sequence[Work]], order: RunOrder) -> list[W
     return sorted(work, key=lambda item: (first_seen[item.episode.id], item.variation, item.k))
 
 
-def workload(selected: Mapping[int, Sequence[Episode]], bank: Sequence[AudioPart]) -> Workload:
-    """What the selected episodes will ask: their number, and the most clips one prompt holds."""
+def workload(
+    selected: Mapping[int, Sequence[Episode]], bank: Sequence[AudioPart], layout: str = "original"
+) -> Workload:
+    """What the selected episodes will ask: their number, the most clips one prompt holds, and whether
+    ``layout`` makes chats."""
     counts = [prompt_clips(ep, bank) for episodes in selected.values() for ep in episodes]
-    return Workload(prompts=len(counts), max_audio_per_prompt=max(counts, default=0))
+    return Workload(len(counts), max(counts, default=0), chats=layout != CONTINUATION)
 
 
 def _validate(options: RunOptions) -> None:
@@ -840,7 +843,7 @@ def _run_in(
         with stop.immediate():
             backend = given or load_backend(
                 options.model,
-                workload(shown_episodes(plan.work), bank),
+                workload(shown_episodes(plan.work), bank, options.layout),
                 seed=options.seed,
                 **options.backend_options,
             )
@@ -914,7 +917,10 @@ def _run_all(
     options = maker.options
     logs, summaries, pending = _open_logs(options, work, folder, report)
     config = GenerationConfig(
-        max_new_tokens=options.max_new_tokens, seed=options.seed, batch_size=options.batch_size
+        max_new_tokens=options.max_new_tokens,
+        seed=options.seed,
+        batch_size=options.batch_size,
+        stop=("\n",) if options.layout == CONTINUATION else (),  # the answer is the rest of its label line
     )
     ordered = order_work(pending, options.order)
     # the original padded each batch to its longest clip: one batch per call, not run on to an episode's end

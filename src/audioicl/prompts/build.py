@@ -16,6 +16,19 @@ Multi-clip tasks tag clips ``Demo <i> <role>`` / ``Query <role>``; a Morse alpha
 first as ``Letter A`` .. ``Letter Z``. The multi-turn layout puts each demo in its own user turn (ending in
 ``Label:``) with its label as the assistant's answer, then the query turn.
 
+The continuation layout (``--layout continuation``, for pretrained base models: no chat template, no system
+prompt) is one text that the model continues, each label on a line of its own, the query's left open; the
+answer is what the model writes up to the end of that line (the run stops its answer at ``\n``)::
+
+    <instruction>
+
+    [Demo Audio 1] <audio>
+    Label: 7
+    [Demo Audio 2] <audio>
+    Label: 1
+    [Query Audio] <audio>
+    Label:
+
 A chat keeps its ``frame``, so that a study condition (``prompts.controls``) can change its items (a label
 redrawn, a clip replaced by noise or by a transcript, a clip removed) and lay it out again exactly as
 ``build_prompt`` would have (``with_items``). An item without audio shows its transcript in its place
@@ -32,7 +45,7 @@ from typing import Any
 from audioicl.errors import AudioICLError
 from audioicl.records import Episode
 
-from .chat import AudioPart, Chat, Frame, Layout, Message, Part, PromptItem, Role, TextPart
+from .chat import CONTINUATION, AudioPart, Chat, Frame, Layout, Message, Part, PromptItem, Role, TextPart
 from .clips import MORSE_LETTERS, MORSE_TASK, ClipStore, morse_bank_paths
 from .joined import single_clip_turns
 from .sets import PromptSet, Style
@@ -79,19 +92,20 @@ def _episode_items(
     return items
 
 
-def _clip_line(item: PromptItem, answer_slot: bool) -> list[str | AudioPart]:
+def _clip_line(item: PromptItem, answer_slot: bool, before_label: str = " ") -> list[str | AudioPart]:
     """``[tag] <audio> Label: x``; the clip that is answered (the query target, or a demo's last clip in
     the multi-turn layout) ends in ``Label:``; an unlabelled earlier clip has no label part. An item
-    without audio shows ``(transcript: ...)`` in its place, or nothing."""
+    without audio shows ``(transcript: ...)`` in its place, or nothing. ``before_label``: what separates the
+    clip from its label (the continuation layout's label is a line of its own)."""
     segments: list[str | AudioPart] = [f"[{item.tag}]"]
     if item.audio is not None:
         segments += [" ", item.audio]
     elif item.transcript is not None:
         segments.append(f" (transcript: {item.transcript})")
     if answer_slot:
-        segments.append(" Label:")
+        segments.append(f"{before_label}Label:")
     elif item.label is not None:
-        segments.append(f" Label: {item.label}")
+        segments.append(f"{before_label}Label: {item.label}")
     return segments
 
 
@@ -120,6 +134,15 @@ def _lines(groups: Sequence[list[str | AudioPart]]) -> list[str | AudioPart]:
 
 def _original_turns(items: Sequence[PromptItem], head: list[str]) -> list[Message]:
     lines = [_clip_line(item, answer_slot=item.kind == "query" and item.label is None) for item in items]
+    return [_message("user", head + _lines(lines))]
+
+
+def _continuation(items: Sequence[PromptItem], head: list[str]) -> list[Message]:
+    """One text to continue (the module docstring): each label on its own line, the query's left open."""
+    lines = [
+        _clip_line(item, answer_slot=item.kind == "query" and item.label is None, before_label="\n")
+        for item in items
+    ]
     return [_message("user", head + _lines(lines))]
 
 
@@ -165,8 +188,11 @@ def build_prompt(
 
 
 def lay_out(task: str, items: Sequence[PromptItem], frame: Frame) -> Chat:
-    """The chat that shows ``items`` in ``frame``: the system message, then the layout's turns."""
+    """The chat that shows ``items`` in ``frame``: the system message, then the layout's turns; the
+    continuation layout's one text alone (a base model has no system prompt)."""
     head = [frame.instruction + "\n\n"] if frame.instruction else []
+    if frame.layout == CONTINUATION:
+        return Chat(task=task, messages=tuple(_continuation(items, head)), items=tuple(items), frame=frame)
     system = Message("system", (TextPart(frame.system),))
     if frame.layout == "multiturn":
         turns = _multiturn(items, head)

@@ -17,8 +17,9 @@ import numpy as np
 
 Role = Literal["system", "user", "assistant"]
 ItemKind = Literal["bank", "demo", "query"]
-Layout = Literal["original", "multiturn", "single-clip"]
-LAYOUTS: tuple[str, ...] = ("original", "multiturn", "single-clip")
+Layout = Literal["original", "multiturn", "single-clip", "continuation"]
+LAYOUTS: tuple[str, ...] = ("original", "multiturn", "single-clip", "continuation")
+CONTINUATION = "continuation"  # the layout with no chat around it, for base models (``prompts.build``)
 
 
 # --------------------------------------------------------------------------- the typed chat
@@ -108,5 +109,8 @@ def message_text(message: Message, placeholder: str = "<audio>") -> str:
 
 
 def render_text(chat: Chat, placeholder: str = "<audio>") -> str:
-    """The text view of a chat: one ``role: text`` block per message, each audio part as ``placeholder``."""
+    """The text view of a chat: one ``role: text`` block per message, each audio part as ``placeholder``; a
+    continuation layout's text as it is (it has no roles)."""
+    if chat.frame is not None and chat.frame.layout == CONTINUATION:
+        return "".join(message_text(m, placeholder) for m in chat.messages)
     return "\n".join(f"{m.role}: {message_text(m, placeholder)}" for m in chat.messages)

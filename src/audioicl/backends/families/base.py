@@ -113,11 +113,26 @@ class AudioFamily:
     suppress_audio_token: bool = False
     pad_call: bool = True
     prompts_per_call: int | None = None
+    # what a clip is written as in a prompt with no chat template (``--layout continuation``), where the
+    # processor expands it as it expands what the template writes (None: the inline placeholder, for an
+    # inline family; a parts family without one places clips only through its template)
+    continuation_placeholder: str | None = None
+    # public checkpoints of the family that are pretrained base models (no instruction tuning): run with
+    # ``--layout continuation``; a chat layout gives them a chat format they were not trained on
+    base_checkpoints: tuple[str, ...] = ()
     notes: str = ""
 
     @property
     def label(self) -> str:
         return self.display or self.name
+
+    @property
+    def text_placeholder(self) -> str | None:
+        """A clip in a prompt with no chat template (``continuation_placeholder``; an inline family's
+        placeholder), or None where the family places clips only through its template."""
+        if self.continuation_placeholder is not None:
+            return self.continuation_placeholder
+        return self.placeholder if self.rendering == "inline" and not self.tokenizes_chat else None
 
     def template_messages(self, chat: Chat) -> list[dict[str, Any]]:
         """The chat as the messages the family's chat template renders (see the module docstring)."""

@@ -40,6 +40,7 @@ class Gemma4Family(StringSystemFamily):
 
     placeholder: str = "<|audio|>"
     audio_token: str = "<|audio|>"
+    continuation_placeholder: str | None = "<|audio|>"  # what the template writes, the processor expands
     feature_keys: tuple[str, str] = ("input_features", "input_features_mask")
     features_frames_first: bool = True
     encoder_reads_valid_frames: bool = True

@@ -17,6 +17,7 @@ FAMILY = register(
         audio_tokens_per_second=25.0,
         features_independent_of_batch=True,
         checkpoints=("Qwen/Qwen2-Audio-7B-Instruct", "Qwen/Qwen2-Audio-7B"),
+        base_checkpoints=("Qwen/Qwen2-Audio-7B",),  # the pretrained model behind the instruct one
         verified="gpu",
         vllm=VllmSupport("Qwen2AudioForConditionalGeneration", verified="ci"),
     )

@@ -53,7 +53,10 @@ def model_rows() -> list[dict[str, str]]:
                 "transformers": f">= {family.min_transformers}" if family.hf else "-",
                 # the name testing.tiny_checkpoint takes (the family's model type) where CI writes one
                 "tiny": family.model_types[0] if family.hf and family.verified in ("ci", "gpu") else "-",
-                "checkpoints": ", ".join(family.checkpoints),
+                "checkpoints": ", ".join(
+                    f"{name} (base)" if name in family.base_checkpoints else name
+                    for name in family.checkpoints
+                ),
             }
         )
     return rows

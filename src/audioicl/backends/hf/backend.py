@@ -34,7 +34,9 @@ from ..rendering import (
     clip_window_seconds,
     decode_answer,
     end_of_turn_token,
+    is_continuation,
     render_chat,
+    render_continuation,
     stop_token_ids,
 )
 from . import KIND
@@ -351,6 +353,9 @@ class HFBackend:
         """The request's text and clips at the model's rate; a family that makes its inputs from the chat
         itself (``tokenizes_chat``) has no text here, only its clips counted against its limit."""
         family = self.model_family
+        if is_continuation(request.chat):
+            text, parts = render_continuation(request.chat, family, self.processor.tokenizer)
+            return text, [at_rate(part, self.sampling_rate) for part in parts]
         if family.tokenizes_chat:
             parts = list(request.chat.audio_parts())
             check_clip_count(len(parts), family, family.max_clips)
@@ -429,7 +434,7 @@ class HFBackend:
 def make_hf(name: str, settings: Settings, workload: Workload | None = None) -> Backend:
     device = torch_device(settings)
     allocator = configure_allocator(settings.allocator, device)  # before the weights take their memory
-    loaded = load_checkpoint(name, settings, device)
+    loaded = load_checkpoint(name, settings, device, chats=workload is None or workload.chats)
     precision = {"precision": settings.precision}
     if settings.precision == "fp8":  # before the fast path fuses the decoder's MLPs around its projections
         precision = quantize_decoder(loaded.model, loaded.family, settings.encoder, device).info()

@@ -19,7 +19,7 @@ from audioicl.errors import AudioICLError
 
 from ..families import FAMILIES, AudioFamily, family_of
 from ..kinds import Settings
-from ..rendering import config_sha256, generic_family, load_processor
+from ..rendering import check_chat_layout, config_sha256, generic_family, load_processor
 from .reuse.parts import PARTS
 
 log = logging.getLogger("audioicl.backends")
@@ -133,8 +133,10 @@ def _known_types() -> list[str]:
     return [t for _, f in FAMILIES.items() for t in f.model_types]
 
 
-def load_checkpoint(name: str, settings: Settings, device: torch.device) -> Loaded:
-    """Model (eval mode, on ``device``), processor and family of the checkpoint ``name``."""
+def load_checkpoint(name: str, settings: Settings, device: torch.device, chats: bool = True) -> Loaded:
+    """Model (eval mode, on ``device``), processor and family of the checkpoint ``name``. ``chats``: the
+    run's prompts are chats (``Workload.chats``): a checkpoint with no chat template is refused before its
+    weights load, and a known base model is said to get a chat format it was not trained on."""
     try:
         config = transformers.AutoConfig.from_pretrained(name, trust_remote_code=settings.trust_remote_code)
     except (OSError, ValueError) as exc:
@@ -144,6 +146,8 @@ def load_checkpoint(name: str, settings: Settings, device: torch.device) -> Load
     processor = load_processor(name, settings.trust_remote_code)
     family = known or generic_family(model_type, processor)
     reuse_for(settings, family)  # options that do not fit the family, refused before any weight loads
+    if chats:
+        check_chat_layout(name, family, processor)
     cls = _model_class(model_type, known, config)
     load_kwargs: dict[str, Any] = {
         "dtype": torch_dtype(settings, device),

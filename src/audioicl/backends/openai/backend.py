@@ -533,6 +533,11 @@ class OpenAIBackend:
 
 
 def make_openai(name: str, settings: Settings, workload: Workload | None = None) -> Backend:
+    if workload is not None and not workload.chats:
+        raise AudioICLError(
+            "--layout continuation sends a text to continue, and a chat completions server applies its chat "
+            "template to every request: run base models through hf: or vllm:"
+        )
     info = {  # and base_url, as the backend parsed it
         "api_key_env": settings.api_key_env,  # the variable's name, never its value
         "concurrency": settings.concurrency,

@@ -58,15 +58,18 @@ from ..families import AudioFamily, family_of
 from ..kinds import Settings
 from ..rendering import (
     TemplateFn,
+    check_chat_layout,
     check_clip_count,
     clip_window_seconds,
     config_sha256,
     decode_answer,
     end_of_turn_token,
     generic_family,
+    is_continuation,
     load_processor,
     prefix_key,
     render_chat,
+    render_continuation,
     stop_token_ids,
 )
 
@@ -192,6 +195,11 @@ class VLLMBackend:
     def _prepare(self, index: int, request: Request) -> EnginePrompt:
         family, template = self.model_family, self.processor.apply_chat_template
         placeholder = family.vllm.placeholder if family.vllm is not None else None
+        if is_continuation(request.chat):  # no template: each clip as vLLM's placeholder, else the family's
+            text, clips = render_continuation(
+                request.chat, family, self.processor.tokenizer, placeholder, self.max_clips
+            )
+            return EnginePrompt(index, text, clips, "" if placeholder else family.text_placeholder or "")
         if placeholder and family.rendering == "inline":
             text, clips = render_vllm_chat(request.chat, family, template, placeholder, self.max_clips)
             return EnginePrompt(index, text, clips, "")
@@ -293,6 +301,8 @@ def make_vllm(name: str, settings: Settings, workload: Workload | None = None) -
         raise AudioICLError(f"cannot load the checkpoint {name}: {exc}") from exc
     processor = load_processor(name, settings.trust_remote_code)
     family = family_of(config.model_type) or generic_family(config.model_type, processor)
+    if workload is None or workload.chats:
+        check_chat_layout(name, family, processor)
     limit = engine_clip_limit(engine_args(name, settings, family, counted), family)
     if limit is not None and settings.limit_audio is not None and settings.limit_audio > limit:
         raise AudioICLError(
