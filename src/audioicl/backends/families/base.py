@@ -120,6 +120,9 @@ class AudioFamily:
     # public checkpoints of the family that are pretrained base models (no instruction tuning): run with
     # ``--layout continuation``; a chat layout gives them a chat format they were not trained on
     base_checkpoints: tuple[str, ...] = ()
+    # how a family that neither transformers nor vLLM runs is reached (a server of its authors' or another
+    # engine's, through the ``openai`` backend), where it is; ``notes`` says what was tried
+    served_by: str = ""
     notes: str = ""
 
     @property

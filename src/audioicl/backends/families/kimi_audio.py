@@ -21,7 +21,8 @@ FAMILY = register(
         min_transformers="-",
         hf=False,
         verified="untested",
-        checkpoints=("moonshotai/Kimi-Audio-7B-Instruct",),
+        checkpoints=("moonshotai/Kimi-Audio-7B-Instruct", "moonshotai/Kimi-Audio-7B"),
+        base_checkpoints=("moonshotai/Kimi-Audio-7B",),
         vllm=VllmSupport(
             "MoonshotKimiaForCausalLM",
             placeholder="<|im_media_begin|><|im_kimia_text_blank|><|im_media_end|>",
@@ -31,7 +32,10 @@ FAMILY = register(
             "vLLM serves it as a speech recogniser (its transcription API), one clip per prompt, so no in-context "
             "prompt (demos and a query: two clips or more) can reach it: the vllm backend refuses such prompts. "
             "It has no transformers processor or chat template, which the vllm backend renders prompts with, so "
-            "audioicl cannot run it today (vllm serve's /v1/audio/transcriptions can). Untested."
+            "audioicl cannot run it today (vllm serve's /v1/audio/transcriptions can). As a general audio "
+            "model (instruct) and as a base model by continuation, its authors run it with their own package "
+            "(kimia_infer, installed from github.com/MoonshotAI/Kimi-Audio, not a package registry) and message "
+            "format; no engine serves it that way, so neither is reachable here. Untested."
         ),
     )
 )

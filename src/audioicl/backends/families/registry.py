@@ -35,6 +35,7 @@ def model_rows() -> list[dict[str, str]]:
     rows = []
     for _, family in FAMILIES.items():
         backends = [name for name, on in (("hf", family.hf), ("vllm", family.vllm is not None)) if on]
+        backends += [f"{family.served_by}: {_verified(family.verified)}"] if family.served_by else []
         clips = family.max_clips
         vllm_clips = family.vllm.max_clips if family.vllm is not None else None
         rows.append(
