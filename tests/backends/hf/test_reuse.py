@@ -619,7 +619,7 @@ def test_a_reads_common_prefix_gives_the_tokens_and_logits_of_reading_it_in_ever
     assert made["once"][2] == 40 * 2  # [0, 2, 4]: the clip differs (y): the 40 text tokens, once for 3 rows
 
 
-@pytest.mark.parametrize("family", [*FAMILY_NAMES, "gemma4", "gemma4_unified", "voxtral", "apertus1p5"])
+@pytest.mark.parametrize("family", ["qwen2-audio", "qwen2.5-omni", "gemma4"])  # plain, a thinker, shared KV
 def test_episodes_of_one_task_read_their_instruction_and_letter_bank_once(request, nine_tasks, family):
     """MorseCode's episodes, one read: the system prompt, instruction and 26-clip letter bank every episode
     begins with read once (each family's decoder: Gemma 4's shared and sliding layers, the Omni thinkers'); the
