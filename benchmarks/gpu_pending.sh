@@ -21,6 +21,7 @@
 #   bash benchmarks/gpu_pending.sh user FAMILY    # the whole benchmark as a user runs it: checkpoint saved, audioicl run
 #   bash benchmarks/gpu_pending.sh bf16           # Qwen2-Audio's whole benchmark in bf16, audioicl run (checkpoint kept)
 #   bash benchmarks/gpu_pending.sh fp8            # then -o precision=fp8 on it: identical share and compare against bf16
+#   bash benchmarks/gpu_pending.sh flex [FAMILY]  # the 20-episode mix, sdpa prefill against -o flex=on (FlexAttention)
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
@@ -140,6 +141,11 @@ case "$part" in
     "$py" -c "$fp8_kernel_check"
     "$py" benchmarks/whole_run.py --data /tmp/B300 --families qwen2-audio --keep --run "bf16=" \
       --run "fp8=-o precision=fp8" --results "$out/results" --json "$out/fp8.json"
+    ;;
+  flex)  # issue 41: the prefill through FlexAttention (-o flex=on) against sdpa, the 20-episode mix, audioicl run
+    build 20
+    "$py" benchmarks/whole_run.py --data /tmp/B20 --families "${2:-qwen2-audio}" --run "sdpa=" \
+      --run "flex=-o flex=on --name flex" --json "$out/flex.json"
     ;;
   user)
     build 300

@@ -633,3 +633,66 @@ def test_episodes_of_one_task_read_their_instruction_and_letter_bank_once(reques
     backend.reset_counters()
     assert [r.text for r in backend.generate(requests, config)] == expected
     assert backend.work["lm_read_once"] > 2 * 26 * 10  # the bank's clips, twice spared
+
+
+# --------------------------------------------------------------------------- the prefill through FlexAttention
+
+
+@pytest.mark.parametrize("family", ["qwen2-audio", "qwen2.5-omni"])
+def test_flex_prefill_gives_the_answers_of_sdpa_and_falls_back_where_it_fails(
+    prefix_backends, one_episode_each, family, monkeypatch, caplog
+):
+    """``-o flex=on`` (issue 41): every task at k = 1..5 with each read's attention over its mask's visible tiles
+    only; the same answers as sdpa's full square (fp32). A FlexAttention that fails reads the batch again with
+    sdpa, said once and recorded."""
+    from audioicl.backends.hf.reuse import attention
+
+    backend = prefix_backends[family]
+    flex = backend.with_options(flex="on")
+    assert flex.info["flex"] == {"asked": "on", "used": True}
+    requests = episode_major_requests(one_episode_each, backend.family)
+    config = GenerationConfig(max_new_tokens=4, batch_size=7)
+    expected = [r.text for r in backend.generate(requests, config)]
+    calls = []
+    real = attention.flex_prefill
+
+    def counted(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(attention, "flex_prefill", counted)
+    assert [r.text for r in flex.generate(requests, config)] == expected
+    assert calls  # the prefills went through FlexAttention
+
+    def broken(device_type):
+        def fails(*args, **kwargs):
+            raise RuntimeError("triton: no kernel for this shape\nmore")
+
+        return fails
+
+    monkeypatch.setattr(attention, "flex_prefill", real)
+    monkeypatch.setattr(attention, "_flex", broken)
+    failing = backend.with_options(flex="on")
+    with caplog.at_level("WARNING", logger="audioicl.backends"):
+        assert [r.text for r in failing.generate(requests, config)] == expected
+    said = [r.getMessage() for r in caplog.records if "flex off" in r.getMessage()]
+    assert said == ["hf backend: flex off, falling back to eager kernels: FlexAttention failed: RuntimeError: "
+                    "triton: no kernel for this shape"]  # fmt: skip
+    assert failing.info["flex"]["used"] is False and "no kernel" in failing.info["flex"]["fallback"]
+
+
+def test_flex_is_refused_where_the_decoder_has_sliding_layers_or_torch_has_none(
+    fast_path_families, monkeypatch
+):
+    gemma = fast_path_families["gemma4"].with_options(flex="on")
+    assert gemma.info["flex"] == {
+        "asked": "on",
+        "used": False,
+        "fallback": "the decoder has sliding-window layers, whose masks stay sdpa's",
+    }
+    from audioicl.backends.hf.reuse import graphs
+
+    monkeypatch.setattr(graphs, "flex_available", lambda: "torch 2.4 has no FlexAttention")
+    paths = graphs.FastPaths.resolve("off", "off", torch.device("cpu"), "off", "on")
+    assert not paths.flex and paths.info()["flex"]["fallback"] == "torch 2.4 has no FlexAttention"
+    assert not graphs.FastPaths.resolve("off", "off", torch.device("cpu")).flex  # off unless asked

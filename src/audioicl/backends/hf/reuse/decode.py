@@ -13,7 +13,7 @@ import torch
 import transformers
 from transformers import cache_utils
 
-from .attention import reuse_attention_in
+from .attention import FlexFailed, reuse_attention_in
 from .graphs import FastPaths, replayed
 from .parts import ModelParts
 from .rows import Layout, Member, Row, common_prefix, layout
@@ -59,6 +59,7 @@ def prefill(
     dtype: torch.dtype,
     device: torch.device,
     work: dict[str, int] | None = None,
+    flex: bool = False,
 ) -> Prefilled:
     """Read every prompt of ``reads`` (each shared prefix once) with room for ``steps`` more tokens per
     member, for one decode of them all. ``audio``: each clip's embedding by digest. Each read (rows) is
@@ -66,7 +67,8 @@ def prefill(
     (``join_caches``): a decode of many prompts for the memory of a prefill of fewer. What every row of a read
     begins with (``rows.common_prefix``: the system prompt, a task's instruction and Morse letter bank) is
     read once, for one row, and copied into every row's cache (``work["lm_read_once"]`` counts the positions
-    this saved)."""
+    this saved). ``flex``: each read attends through FlexAttention over its mask's visible tiles
+    (``attention.flex_prefill``)."""
     plan = layout([row for run in reads for row in run], steps, pad_id, device)
     keyword = cache_keyword(parts.decoder)
     caches, logits = [], []
@@ -85,7 +87,7 @@ def prefill(
             parts,
             cache,
             keyword,
-            parts.masks(plan, slice(shared, length), taken, dtype),
+            parts.masks(plan, slice(shared, length), taken, dtype, blocks=flex),
             inputs_embeds=embeds,
             position_ids=plan.positions[taken, shared:length],
             cache_position=torch.arange(shared, length, device=device),
@@ -275,7 +277,13 @@ def generate_rows(
     read once for several rows are added to its ``lm_read_once``."""
     seconds = {} if seconds is None else seconds
     started = time.perf_counter()
-    done_reading = prefill(parts, reads, audio, steps - 1, pad_id, dtype, device, work)
+    flex = paths is not None and paths.flex
+    try:
+        done_reading = prefill(parts, reads, audio, steps - 1, pad_id, dtype, device, work, flex)
+    except FlexFailed as exc:  # read again with sdpa, said once and recorded
+        assert paths is not None
+        paths.give_up("flex", f"FlexAttention failed: {exc}")
+        done_reading = prefill(parts, reads, audio, steps - 1, pad_id, dtype, device, work)
     plan, cache = done_reading.plan, done_reading.cache
     tokens = done_reading.logits.argmax(-1)  # [rows, width]
     generated = [tokens]

@@ -12,7 +12,7 @@ from transformers import StaticCache
 from transformers.cache_utils import StaticLayer
 from transformers.masking_utils import create_bidirectional_mask
 
-from .attention import attention_in_force, batched_windows
+from .attention import BLOCK_MASK_ATTRIBUTE, attention_in_force, batched_windows, block_mask_of
 from .rows import Layout, additive_mask
 
 # --------------------------------------------------------------------------- the model's parts
@@ -44,12 +44,18 @@ class ModelParts:
         layer_types = getattr(self.text_config, "layer_types", None) or ()
         return self.text_config.sliding_window if "sliding_attention" in layer_types else None
 
-    def masks(self, plan: Layout, queries: slice, rows: slice, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    def masks(
+        self, plan: Layout, queries: slice, rows: slice, dtype: torch.dtype, blocks: bool = False
+    ) -> dict[str, torch.Tensor]:
         """The additive masks of ``queries`` in ``rows`` by layer type: ``full_attention`` (``Layout.visible``)
         and, for a decoder with sliding layers, ``sliding_attention``: also no key ``sliding_window``
-        positions or more before the query (by position ids, as transformers' sliding mask counts them)."""
+        positions or more before the query (by position ids, as transformers' sliding mask counts them).
+        ``blocks``: the full mask also carries its FlexAttention block mask (``attention.block_mask_of``; a
+        prefill's, for a decoder without sliding layers)."""
         visible = plan.visible(queries, rows)
         made = {"full_attention": additive_mask(visible, dtype)}
+        if blocks:
+            setattr(made["full_attention"], BLOCK_MASK_ATTRIBUTE, block_mask_of(visible))
         window = self.sliding_window
         if window is not None:
             positions = plan.positions[rows]
