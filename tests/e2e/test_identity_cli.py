@@ -102,3 +102,30 @@ def test_an_all_error_run_is_no_answers_and_is_never_ranked(tiny_dataset, tmp_pa
     }
     assert ranks["model-a"] == "–" and "–" not in {ranks["model-b"], ranks["model-a + single-clip"]}, ranks
     assert "no answers" in page
+
+
+def test_a_base_models_continuation_run_is_ranked_where_it_has_no_chat_run(tiny_dataset, tmp_path):
+    """Issue 42: a base model runs only by continuation (it has no chat format): its ``+continuation`` run is
+    ranked beside the others, its name saying the layout; a model that has a chat run too keeps its
+    continuation run among the conditions."""
+    out = tmp_path / "results"
+    common = ("--data", tiny_dataset, "--out", out, "--k", "1")
+    audioicl("run", *common, "--model", "builtin:icl", "--name", "base-model", "--layout", "continuation")
+    audioicl("run", *common, "--model", "builtin:icl", "--name", "instruct")
+    audioicl("run", *common, "--model", "builtin:icl", "--name", "instruct", "--layout", "continuation")
+    audioicl("leaderboard", out, "--out", tmp_path / "site")
+    page = (tmp_path / "site" / "index.html").read_text()
+    ranked = {
+        kind: {
+            re.sub(r"<[^>]+>", "", cell).strip()
+            for cell in re.findall(
+                r'<td class="entry"[^>]*>(.*?)</td>',
+                page.split(f'data-kind="{kind}"')[1].split("</table>")[0],
+            )
+        }
+        for kind in ("model", "floor")
+    }
+    # a name with no plain run is taken for a model's (nothing says which it is); "instruct"'s plain run is a
+    # built-in solver's, so a floor
+    assert ranked == {"model": {"base-model + continuation"}, "floor": {"instruct"}}, ranked
+    assert "instruct + continuation" in page  # among the conditions

@@ -15,6 +15,7 @@ from audioicl.backends.base import ModelSpec
 from audioicl.errors import AudioICLError
 from audioicl.inference.options import CONDITION_MARK, SINGLE_CLIP
 from audioicl.inference.record import Record, model_run_record
+from audioicl.prompts.chat import CONTINUATION
 from audioicl.scoring.coverage import NO_ANSWERS, CoverageRow
 from audioicl.scoring.draws import DrawRow
 from audioicl.scoring.identity import separate_runs
@@ -163,10 +164,10 @@ def load_board(
 def _ranked_layouts(
     entries: dict[str, Entry], coverage: Mapping[tuple[str, int], CoverageRow]
 ) -> dict[str, Entry]:
-    """A model's ``+single-clip`` run goes among the models (or the floors, for a built-in solver's), its name
-    saying the layout, where the model has no run of its own that answered (none, or all "no answers": a family
-    that takes one clip a prompt), so that such a family is ranked by its valid run, never by its all-error
-    one."""
+    """A model's ``+single-clip`` or ``+continuation`` run goes among the models (or the floors, for a built-in
+    solver's), its name saying the layout, where the model has no run of its own that answered (none, or all "no
+    answers": a family that takes one clip a prompt, a base model that has no chat format), so that such a model
+    is ranked by its valid run, never by its all-error one or not at all."""
 
     def answered(name: str) -> bool:
         cells = [row for (entry, _), row in coverage.items() if entry == name]
@@ -176,6 +177,7 @@ def _ranked_layouts(
     for name, entry in entries.items():
         base = entries.get(entry.base)
         without_own = base is None or base.kind != CONTROL and not answered(base.name)
-        if entry.kind == CONTROL and entry.condition == SINGLE_CLIP and answered(name) and without_own:
+        layout = entry.condition in (SINGLE_CLIP, CONTINUATION)
+        if entry.kind == CONTROL and layout and answered(name) and without_own:
             moved[name] = replace(entry, kind=base.kind if base is not None else MODEL)
     return {**entries, **moved}
