@@ -215,10 +215,16 @@ class ModelSpec:
     @property
     def file_name(self) -> str:
         """The ``<model>`` of ``<model>_results_k<k>.jsonl``: the name's last path component (SPEC §3)."""
-        return self.name.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+        return last_component(self.name)
 
     def __str__(self) -> str:
         return f"{self.backend}:{self.name}"
+
+
+def last_component(name: str) -> str:
+    """A hub id's or a folder path's last component (``Qwen/Qwen2-Audio-7B`` → ``Qwen2-Audio-7B``; either
+    slash, a trailing one ignored)."""
+    return name.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def looks_like_path(name: str) -> bool:

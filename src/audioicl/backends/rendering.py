@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from audioicl.errors import AudioICLError
-from audioicl.prompts.chat import CONTINUATION, AudioPart, Chat, message_text
+from audioicl.prompts.chat import AudioPart, Chat, message_text
 
+from .base import last_component
 from .families import FAMILIES, AudioFamily
 
 log = logging.getLogger("audioicl.backends")
@@ -81,6 +82,9 @@ def render_chat(
     return text, clips
 
 
+CLIP_MARK = "\x00clip\x00"  # stands for a clip while a text is rendered for a placeholder of another form
+
+
 def render_continuation(
     chat: Chat,
     family: AudioFamily,
@@ -101,14 +105,15 @@ def render_continuation(
     clips = list(chat.audio_parts())
     check_clip_count(len(clips), family, family.max_clips if max_clips is None else max_clips)
     bos = tokenizer.bos_token if getattr(tokenizer, "add_bos_token", False) and tokenizer.bos_token else ""
-    pieces = "".join(message_text(message, "\0") for message in chat.messages).split("\0")
-    marks = [placeholder.format(i=number) for number in range(1, len(clips) + 1)]
-    return bos + "".join(piece + mark for piece, mark in zip(pieces, [*marks, ""], strict=True)), clips
+    pieces = "".join(message_text(message, CLIP_MARK) for message in chat.messages).split(CLIP_MARK)
+    return bos + numbered(pieces, placeholder), clips
 
 
-def is_continuation(chat: Chat) -> bool:
-    """Whether ``chat`` is laid out for continuation (no chat template renders it)."""
-    return chat.frame is not None and chat.frame.layout == CONTINUATION
+def numbered(pieces: Sequence[str], placeholder: str) -> str:
+    """``pieces`` (a rendered text split where its clips are) joined by ``placeholder``, ``{i}`` in it
+    numbering the clips from 1 (vLLM's placeholders for some families are numbered)."""
+    marks = [placeholder.format(i=number) for number in range(1, len(pieces))]
+    return "".join(piece + mark for piece, mark in zip(pieces, [*marks, ""], strict=True))
 
 
 def has_chat_template(processor: Any) -> bool:
@@ -119,10 +124,8 @@ def has_chat_template(processor: Any) -> bool:
 
 def known_base(name: str, family: AudioFamily) -> str | None:
     """The public base checkpoint ``name`` is (a hub id, or a folder named as its last component), if any."""
-    last = name.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
-    return next(
-        (base for base in family.base_checkpoints if name == base or last == base.rsplit("/", 1)[-1]), None
-    )
+    last = last_component(name)
+    return next((base for base in family.base_checkpoints if last == last_component(base)), None)
 
 
 def check_chat_layout(name: str, family: AudioFamily, processor: Any) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from audioicl import audio
 from audioicl.backends import ModelSpec
+from audioicl.backends.base import last_component
 from audioicl.errors import AudioICLError
 from audioicl.inference.options import CONDITION_MARK, RunOptions
 from audioicl.inference.runner import PromptMaker, Work, preflight
@@ -107,7 +108,7 @@ def episode_prompts(options: RunOptions, family: str = DEFAULT_FAMILY) -> Iterat
 def results_model_name(model: str, condition: str | None, name: str | None = None) -> str:
     """The ``<model>`` of the results files for a tool's model id (``openai/gpt-4o-audio`` →
     ``gpt-4o-audio``), with ``+<condition>`` as ``audioicl run`` adds it."""
-    base = name or model.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    base = name or last_component(model)
     if not base:
         raise AudioICLError(f"cannot name results files after the model {model!r}; give --name")
     return f"{base}{CONDITION_MARK}{condition}" if condition else base

@@ -95,6 +95,12 @@ class Chat:
     items: tuple[PromptItem, ...]
     frame: Frame | None = None  # None: made by hand, cannot be laid out again
 
+    @property
+    def continuation(self) -> bool:
+        """Laid out for continuation (``--layout continuation``): one text to continue, no roles, no chat
+        template."""
+        return self.frame is not None and self.frame.layout == CONTINUATION
+
     def audio_parts(self) -> Iterator[AudioPart]:
         """Audio parts in the order the model hears them."""
         for message in self.messages:
@@ -111,6 +117,6 @@ def message_text(message: Message, placeholder: str = "<audio>") -> str:
 def render_text(chat: Chat, placeholder: str = "<audio>") -> str:
     """The text view of a chat: one ``role: text`` block per message, each audio part as ``placeholder``; a
     continuation layout's text as it is (it has no roles)."""
-    if chat.frame is not None and chat.frame.layout == CONTINUATION:
+    if chat.continuation:
         return "".join(message_text(m, placeholder) for m in chat.messages)
     return "\n".join(f"{m.role}: {message_text(m, placeholder)}" for m in chat.messages)

@@ -34,7 +34,6 @@ from ..rendering import (
     clip_window_seconds,
     decode_answer,
     end_of_turn_token,
-    is_continuation,
     render_chat,
     render_continuation,
     stop_token_ids,
@@ -352,17 +351,17 @@ class HFBackend:
         return prepared, responses
 
     def _render(self, request: Request) -> tuple[str, list[AudioPart]]:
-        """The request's text and clips at the model's rate; a family that makes its inputs from the chat
-        itself (``tokenizes_chat``) has no text here, only its clips counted against its limit."""
+        """The request's text and clips at the model's rate: a continuation's text with no template, else the
+        chat template's; a family that makes its inputs from the chat itself (``tokenizes_chat``) has no text
+        here, only its clips counted against its limit."""
         family = self.model_family
-        if is_continuation(request.chat):
+        if request.chat.continuation:
             text, parts = render_continuation(request.chat, family, self.processor.tokenizer)
-            return text, [at_rate(part, self.sampling_rate) for part in parts]
-        if family.tokenizes_chat:
-            parts = list(request.chat.audio_parts())
+        elif family.tokenizes_chat:
+            text, parts = "", list(request.chat.audio_parts())
             check_clip_count(len(parts), family, family.max_clips)
-            return "", [at_rate(part, self.sampling_rate) for part in parts]
-        text, parts = render_chat(request.chat, family, self.processor.apply_chat_template)
+        else:
+            text, parts = render_chat(request.chat, family, self.processor.apply_chat_template)
         return text, [at_rate(part, self.sampling_rate) for part in parts]
 
     def _within_context(

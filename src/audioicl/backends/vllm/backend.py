@@ -57,6 +57,7 @@ from ..base import (
 from ..families import AudioFamily, family_of
 from ..kinds import Settings
 from ..rendering import (
+    CLIP_MARK,
     TemplateFn,
     check_chat_layout,
     check_clip_count,
@@ -65,8 +66,8 @@ from ..rendering import (
     decode_answer,
     end_of_turn_token,
     generic_family,
-    is_continuation,
     load_processor,
+    numbered,
     prefix_key,
     render_chat,
     render_continuation,
@@ -107,9 +108,6 @@ def engine_args(name: str, settings: Settings, family: AudioFamily, limit_audio:
     return args
 
 
-_CLIP_MARK = "\x00clip\x00"  # stands for a clip while a chat is rendered for a vLLM placeholder
-
-
 def clips_per_prompt_limit(family: AudioFamily) -> int | None:
     """The clips one prompt may hold on the ``vllm`` backend, as the family states it: ``VllmSupport.max_clips``
     (read from vLLM's implementation), else the family's own ``max_clips`` (vLLM mostly calls the same
@@ -127,16 +125,15 @@ def render_vllm_chat(
     from 1 (``{i}``), through the chat template with the generation prompt; and the clips in order."""
     clips = list(chat.audio_parts())
     check_clip_count(len(clips), family, max_clips)
-    marked = dataclasses.replace(family, rendering="inline", placeholder=_CLIP_MARK)
+    marked = dataclasses.replace(family, rendering="inline", placeholder=CLIP_MARK)
     text = apply_chat_template(marked.template_messages(chat), tokenize=False, add_generation_prompt=True)
-    pieces = text.split(_CLIP_MARK) if isinstance(text, str) else []
+    pieces = text.split(CLIP_MARK) if isinstance(text, str) else []
     if len(pieces) != len(clips) + 1:
         raise AudioICLError(
             f"the chat template of {family.label} wrote {len(pieces) - 1} of the {len(clips)} clips' placeholders "
             "(does it drop a message?)"
         )
-    numbered = [placeholder.format(i=number) for number in range(1, len(clips) + 1)]
-    return "".join(piece + mark for piece, mark in zip(pieces, [*numbered, ""], strict=True)), clips
+    return numbered(pieces, placeholder), clips
 
 
 def check_placeholders(text: str, clips: int, placeholder: str, family: AudioFamily) -> None:
@@ -195,7 +192,7 @@ class VLLMBackend:
     def _prepare(self, index: int, request: Request) -> EnginePrompt:
         family, template = self.model_family, self.processor.apply_chat_template
         placeholder = family.vllm.placeholder if family.vllm is not None else None
-        if is_continuation(request.chat):  # no template: each clip as vLLM's placeholder, else the family's
+        if request.chat.continuation:  # no template: each clip as vLLM's placeholder, else the family's
             text, clips = render_continuation(
                 request.chat, family, self.processor.tokenizer, placeholder, self.max_clips
             )

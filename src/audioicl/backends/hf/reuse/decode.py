@@ -80,26 +80,46 @@ def prefill(
         shared = _read_common_prefix(parts, run, audio, cache, keyword, pad_id, dtype, device)
         if work is not None:
             work["lm_read_once"] = work.get("lm_read_once", 0) + shared * (len(run) - 1)
-        ids = plan.ids[taken, shared:length]
-        embeds = parts.decoder.get_input_embeddings()(ids)
-        _place_audio(embeds, run, audio, shared)
-        hidden = _read(
-            parts,
-            cache,
-            keyword,
-            parts.masks(plan, slice(shared, length), taken, dtype, blocks=flex),
-            inputs_embeds=embeds,
-            position_ids=plan.positions[taken, shared:length],
-            cache_position=torch.arange(shared, length, device=device),
-            **(parts.read_inputs(ids) if parts.read_inputs is not None else {}),
+        hidden = _read_span(
+            parts, plan, run, taken, slice(shared, length), audio, cache, keyword, dtype, flex
         )
         rows_index = torch.arange(len(run), device=device)[:, None]
         last = (plan.last[taken] - shared).clamp(min=0)  # a row's unused member slots (last 0) read anything
         logits.append(parts.head(hidden[rows_index, last]))
         caches.append(cache)
         first += len(run)
-        del embeds, hidden
+        del hidden
     return Prefilled(plan, join_caches(caches, plan.prefill), torch.cat(logits))
+
+
+def _read_span(
+    parts: ModelParts,
+    plan: Layout,
+    rows: Sequence[Row],
+    taken: slice,
+    span: slice,
+    audio: dict[str, torch.Tensor],
+    cache: Any,
+    keyword: str,
+    dtype: torch.dtype,
+    blocks: bool = False,
+) -> torch.Tensor:
+    """The decoder's last hidden states over positions ``span`` of ``rows`` (``plan``'s rows ``taken``), their
+    clips' embeddings in place, read into ``cache`` after what it holds (the positions before ``span``);
+    ``blocks``: through FlexAttention (``ModelParts.masks``)."""
+    ids = plan.ids[taken, span]
+    embeds = parts.decoder.get_input_embeddings()(ids)
+    _place_audio(embeds, rows, audio, span.start)
+    return _read(
+        parts,
+        cache,
+        keyword,
+        parts.masks(plan, span, taken, dtype, blocks=blocks),
+        inputs_embeds=embeds,
+        position_ids=plan.positions[taken, span],
+        cache_position=torch.arange(span.start, span.stop, device=ids.device),
+        **(parts.read_inputs(ids) if parts.read_inputs is not None else {}),
+    )
 
 
 def _read_common_prefix(
@@ -118,20 +138,10 @@ def _read_common_prefix(
     prefix = common_prefix(rows)
     if prefix is None or not _fillable(cache):
         return 0
-    alone = layout([Row((Member(prefix, 0, 0),))], 0, pad_id, device)
+    row = [Row((Member(prefix, 0, 0),))]
+    alone = layout(row, 0, pad_id, device)
     once = parts.cache(alone.total)
-    embeds = parts.decoder.get_input_embeddings()(alone.ids)
-    _place_audio(embeds, [Row((Member(prefix, 0, 0),))], audio)
-    _read(
-        parts,
-        once,
-        keyword,
-        parts.masks(alone, slice(0, len(prefix)), slice(None), dtype),
-        inputs_embeds=embeds,
-        position_ids=alone.positions[:, : len(prefix)],
-        cache_position=torch.arange(len(prefix), device=device),
-        **(parts.read_inputs(alone.ids) if parts.read_inputs is not None else {}),
-    )
+    _read_span(parts, alone, row, slice(None), slice(0, len(prefix)), audio, once, keyword, dtype)
     fill_rows(cache, once, len(rows), len(prefix))
     return len(prefix)
 

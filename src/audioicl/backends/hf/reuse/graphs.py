@@ -50,8 +50,7 @@ class FastPaths:
         only where asked: its speed is not yet measured on a GPU."""
         asked = {"compile": compile, "cuda_graphs": cuda_graphs, "fused": fused, "flex": flex}
         paths = cls(compile == "on", cuda_graphs != "off", asked, fused=fused != "off", flex=flex == "on")
-        missing = flex_available()
-        if missing:
+        if paths.flex and (missing := flex_available()):  # torch's FlexAttention imported only where asked
             paths.give_up("flex", missing)
         if fused == "auto" and (paths.compile or device.type != "cuda"):
             paths.fused = False
