@@ -21,6 +21,7 @@
 #   bash benchmarks/gpu_pending.sh user FAMILY    # the whole benchmark as a user runs it: checkpoint saved, audioicl run
 #   bash benchmarks/gpu_pending.sh bf16           # Qwen2-Audio's whole benchmark in bf16, audioicl run (checkpoint kept)
 #   bash benchmarks/gpu_pending.sh fp8            # then -o precision=fp8 on it: identical share and compare against bf16
+#   bash benchmarks/gpu_pending.sh profile [FAMILY] # the 20-episode mix's phases, py-spy per thread, GPU kernels
 #   bash benchmarks/gpu_pending.sh flex [FAMILY]  # the 20-episode mix, sdpa prefill against -o flex=on (FlexAttention)
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
@@ -146,6 +147,16 @@ case "$part" in
     build 20
     "$py" benchmarks/whole_run.py --data /tmp/B20 --families "${2:-qwen2-audio}" --run "sdpa=" \
       --run "flex=-o flex=on --name flex" --json "$out/flex.json"
+    ;;
+  profile)  # issue 41: where the 20-episode mix's time goes (run record phases, py-spy of every thread), sdpa,
+    # flex and without encoding ahead, then the prefill's GPU kernels (in-process; the table to profile_kernels.txt)
+    build 20
+    "$py" benchmarks/whole_run.py --data /tmp/B20 --families "${2:-qwen2-audio}" --keep --spy "$out/spy" \
+      --run "warm=--name warm" --run "sdpa=" --run "flex=-o flex=on --name flex" \
+      --run "noahead=-o encode_ahead=off --name noahead" --json "$out/profile.json"
+    "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "${2:-qwen2-audio}" --reuse prefix \
+      --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 1 --limit 3 --profile 3 \
+      > "$out/profile_kernels.txt" 2>&1 || tail -5 "$out/profile_kernels.txt"
     ;;
   user)
     build 300

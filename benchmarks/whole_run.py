@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -46,11 +47,18 @@ def save_checkpoint(family: str, folder: Path) -> float:
     return time.perf_counter() - started
 
 
-def run_whole(data: Path, folder: Path, out: Path, batch_size: int, extra: list[str]) -> dict:
+def run_whole(
+    data: Path, folder: Path, out: Path, batch_size: int, extra: list[str], spy: Path | None = None
+) -> dict:
     """``audioicl run`` over ``data`` as a subprocess into ``out``: its wall time, status and what the record
-    of the run it wrote says (the newest ``*_run.json``: a condition writes its own)."""
+    of the run it wrote says (the newest ``*_run.json``: a condition writes its own). ``spy``: sampled by
+    ``py-spy`` (every thread, idle included, without pausing the process) into that file."""
     command = [sys.executable, "-m", "audioicl", "run", "--data", str(data), "--model", f"hf:{folder}"]
     command += ["--out", str(out), "--batch-size", str(batch_size), *extra]
+    if spy is not None:
+        where = shutil.which("py-spy") or str(Path(sysconfig.get_path("scripts")) / "py-spy")
+        sampler = [where, "record", "--threads", "--idle", "--nonblocking", "--rate", str(SPY_RATE)]
+        command = [*sampler, "--format", "raw", "-o", str(spy), "--", *command]
     before = {p: p.stat().st_mtime for p in out.glob("*_run.json")}
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
@@ -71,6 +79,30 @@ def run_whole(data: Path, folder: Path, out: Path, batch_size: int, extra: list[
         "backend_info": last.get("backend_info") or {},
         "stderr_tail": done.stderr[-1500:],
     }
+
+
+SPY_RATE = 50  # py-spy's samples a second
+
+
+def phases(timing: dict) -> dict[str, float]:
+    """The run record's wall time split: the model's load, the backend's phases (``backend_spent``), the
+    runner's (``runner_spent``), and what neither counts."""
+    seconds = timing.get("backend_spent", {}).get("seconds", {})
+    runner = timing.get("runner_spent", {})
+    started, loaded = (timing.get(key) for key in ("started", "backend_loaded"))
+    load = (_when(loaded) - _when(started)) if started and loaded else 0.0
+    split = {"record wall": timing.get("wall_s", 0.0), "load": load}
+    split.update({k: seconds.get(k, 0.0) for k in ("features", "encode", "prefill", "decode", "lost")})
+    split.update({k: runner.get(k, 0.0) for k in ("waited_for_prompts", "in_backend", "writing")})
+    in_calls = sum(seconds.get(k, 0.0) for k in ("encode", "prefill", "decode", "lost"))
+    split["backend other"] = split["in_backend"] - in_calls if runner else 0.0
+    return {key: round(value, 1) for key, value in split.items()}
+
+
+def _when(stamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def answers(out: Path, name: str) -> dict[tuple[str, str], dict]:
@@ -106,15 +138,20 @@ def main() -> None:
     parser.add_argument("--run", action="append", default=[], help="NAME=ARGS: a run of its own (repeatable)")
     parser.add_argument("--keep", action="store_true", help="keep the checkpoint (a later call reuses it)")
     parser.add_argument("--results", type=Path, help="copy the results folder here, gzipped")
+    parser.add_argument(
+        "--spy",
+        type=Path,
+        help="sample each run with py-spy into DIR/FAMILY_RUN.txt (read by benchmarks/spy_summary.py)",
+    )
     parser.add_argument("options", nargs="*", help="more `audioicl run` arguments (-o KEY=VALUE ...)")
     args = parser.parse_args()
     runs = [entry.partition("=")[::2] for entry in args.run] or [("default", "")]
     rows = []
+    columns = list(phases({}))
     print(
-        "| family | run | exit | run wall s | lines | error lines | features | encode | prefill | decode | lost "
-        "| peak GiB |"
+        "| family | run | exit | run wall s | lines | error lines | " + " | ".join(columns) + " | peak GiB |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---" * (len(columns) + 7) + "|")
     for family in args.families.split(","):
         folder = args.work / f"ckpt-{family}"
         saved = save_checkpoint(family, folder) if not (folder / "config.json").is_file() else 0.0
@@ -124,19 +161,19 @@ def main() -> None:
         made = []
         for label, extra in runs:
             row = {"family": family, "run": label, "save_s": round(saved, 1)}
-            row.update(
-                run_whole(args.data, folder, out, args.batch_size, [*args.options, *shlex.split(extra)])
-            )
+            spy = args.spy / f"{family}_{label}.txt" if args.spy else None
+            if spy:
+                spy.parent.mkdir(parents=True, exist_ok=True)
+            arguments = [*args.options, *shlex.split(extra)]
+            row.update(run_whole(args.data, folder, out, args.batch_size, arguments, spy))
+            row["phases"] = phases(row["timing"])
             rows.append(row)
             made.append(row)
-            seconds = row["timing"].get("backend_spent", {}).get("seconds", {})
             peak = row["backend_info"].get("peak_memory_gib", "-")
             print(
                 f"| {family} | {label} | {row['status']} | {row['wall_s']} | {row['lines']} | "
                 f"{row['error_lines']} | "
-                + " | ".join(
-                    f"{seconds.get(k, 0):.1f}" for k in ("features", "encode", "prefill", "decode", "lost")
-                )
+                + " | ".join(str(value) for value in row["phases"].values())
                 + f" | {peak} |",
                 flush=True,
             )

@@ -681,3 +681,18 @@ def test_the_run_record_keeps_the_backends_info_as_it_stands_when_the_run_ends(t
         "peak_memory_gib": float(len(backend.calls)),
     }
     assert backend.calls
+
+
+def test_the_run_record_says_where_the_runners_own_time_went(tiny_dataset, tmp_path):
+    """The record splits the run's wall time beside the backend's phases: waiting for the preparing thread, in
+    the backend's calls, writing the lines, restoring the meta order (what a slow preparation costs shows)."""
+    run(
+        RunOptions(data=tiny_dataset, model="fake:slow", out=tmp_path, shots=(1,), batch_size=2),
+        report=quiet,
+        backend=_SlowToPrepare(),
+    )
+    (entry,) = json.loads((tmp_path / "slow_run.json").read_text())["runs"]
+    spent = entry["timing"]["runner_spent"]
+    assert set(spent) == {"waited_for_prompts", "in_backend", "writing", "restoring_order"}
+    assert spent["waited_for_prompts"] >= PREPARING_S
+    assert sum(spent.values()) <= entry["timing"]["wall_s"] + 0.01

@@ -425,16 +425,18 @@ def backend_spent(
 
 
 @contextlib.contextmanager
-def timed_run(folder: Path, record: Record, backend: Any = None) -> Iterator[None]:
+def timed_run(folder: Path, record: Record, backend: Any = None) -> Iterator[dict[str, float]]:
     """Around the work of a run whose record is written: when it ends, however it ends, its entry gets the
     time the backend was ready (the start of the block), the finish, the wall time and the outcome, what
     ``backend`` counts of its own work during the block (``backend_spent``) and its ``info`` as it stands
-    then."""
+    then; and the seconds the block adds by phase to the dict it is given (``runner_spent``: the runner's
+    own, beside the backend's)."""
     loaded = utc_now()
     before = backend_counters(backend)
+    runner_spent: dict[str, float] = {}
     outcome: dict[str, Any] = {"outcome": "completed"}
     try:
-        yield
+        yield runner_spent
     except KeyboardInterrupt:
         outcome = {"outcome": "interrupted", "signal": "SIGINT"}
         raise
@@ -456,6 +458,8 @@ def timed_run(folder: Path, record: Record, backend: Any = None) -> Iterator[Non
         spent = backend_spent(before, backend_counters(backend))
         if spent:
             timing["backend_spent"] = spent
+        if runner_spent:
+            timing["runner_spent"] = {phase: round(s, 3) for phase, s in runner_spent.items()}
         info = getattr(backend, "info", None)
         with contextlib.suppress(AudioICLError, OSError):  # the run's own outcome matters more
             finish_run_record(folder, record, timing, dict(info) if isinstance(info, Mapping) else None)

@@ -113,6 +113,12 @@ class KSummary:
         return text
 
 
+# where the runner's own time goes, in the run record (``timing.runner_spent``): waiting for a window's prompts
+# to be prepared (the preparing thread behind), inside the backend's call for a window (with its result lines
+# made), writing them (fsynced); and at the end, putting each k's lines back in the meta order (``restoring_order``)
+RUNNER_PHASES = ("waited_for_prompts", "in_backend", "writing")
+
+
 @dataclass(frozen=True)
 class RunSummary:
     ks: tuple[KSummary, ...]
@@ -849,7 +855,7 @@ def _run_in(
             )
         stop.backend = backend
         update_run_record(folder, with_backend(record, backend))
-        with timed_run(folder, record, backend):  # the entry's finish, wall time, outcome and backend's work
+        with timed_run(folder, record, backend) as spent:  # the entry's finish, wall time, outcome, work
             family = backend.family or system_family(options.model.name)
             maker = PromptMaker(
                 options,
@@ -861,10 +867,12 @@ def _run_in(
                 study,
                 plan.variants,
             )
-            summary = _run_all(maker, backend, plan.work, folder, report, stop)
+            summary = _run_all(maker, backend, plan.work, folder, report, stop, spent)
+            ordering = time.perf_counter()
             for k in selected:  # a resumed run's lines back in the meta order, as a fresh run writes them
                 ids = [entry.episode.id for entry in iter_meta(plan.metas[k])]
                 restore_order(folder / results_name(options.model_name, k), ids)
+            spent["restoring_order"] = time.perf_counter() - ordering
             return summary
     finally:
         stop.backend = None
@@ -911,9 +919,11 @@ def _run_all(
     folder: Path,
     report: Report,
     stop: StopRequest | None = None,
+    spent: dict[str, float] | None = None,
 ) -> RunSummary:
     """Append the lines of ``work`` not yet in their k's file; the caller holds the locks. A stop asked for
-    (``stop``) ends the run after the window in hand is written, raising ``Stopped``."""
+    (``stop``) ends the run after the window in hand is written, raising ``Stopped``. ``spent`` gets the
+    seconds of the runner's phases as they pass (``RUNNER_PHASES``), so that a run that stops has them too."""
     options = maker.options
     logs, summaries, pending = _open_logs(options, work, folder, report)
     config = GenerationConfig(
@@ -929,7 +939,8 @@ def _run_all(
     parts = list(windows(ordered, window_sizes(options), whole_episodes))
     stop = stop or StopRequest()
     total = sum(summary.selected for summary in summaries.values())
-    waited = 0.0
+    spent = {} if spent is None else spent
+    spent.update(dict.fromkeys(RUNNER_PHASES, 0.0))
 
     def stop_if_asked() -> None:  # a safe point: every line so far written and fsynced
         done = sum(summary.skipped + summary.written for summary in summaries.values())
@@ -944,13 +955,17 @@ def _run_all(
             contextlib.closing(prepared_ahead(pool, maker, backend, parts, config)) as ready,
         ):
             for window, built, wait in ready:
-                waited += wait
+                spent["waited_for_prompts"] += wait
+                called = time.perf_counter()
                 results, call_error = run_window(maker, backend, config, window, built)
+                answered = time.perf_counter()
+                spent["in_backend"] += answered - called
                 for k in sorted({item.k for item in window}):
                     lines = [r for r in results if r.extra["k"] == k]
                     logs[k].append(lines)
                     summaries[k].written += len(lines)
                     summaries[k].errors += sum(1 for r in lines if r.extra.get("status") == "error")
+                spent["writing"] += time.perf_counter() - answered
                 bar.update(len(results), {item.k for item in window})
                 stop_if_asked()
                 failed_in_a_row = failed_in_a_row + 1 if call_error else 0
@@ -963,4 +978,4 @@ def _run_all(
     finally:
         for log in logs.values():
             log.close()
-    return RunSummary(tuple(summaries[k] for k in sorted(summaries)), waited)
+    return RunSummary(tuple(summaries[k] for k in sorted(summaries)), spent["waited_for_prompts"])
