@@ -149,14 +149,19 @@ def test_fused_decoder_modules_give_the_tokens_of_plain_generate(tiny_backends, 
     layers = len((decoder if hasattr(decoder, "layers") else decoder.language_model).layers)
     fusion = fuse_decoder(decoder)
     fused = fusion.counts()
+    assert fused.pop("apply_rotary_pos_emb") == layers  # every layer's rotary embedding
     if family == "qwen2-audio":  # every norm and dense MLP
         assert fused == {"Qwen2RMSNorm": 2 * layers + 1, "Qwen2MLP": layers}
     else:  # the norms, the per-head ones of queries and keys too; the MoE blocks stay eager
         assert sum(fused.values()) == 4 * layers + 1 and all("RMSNorm" in name for name in fused)
+    (rotary,) = fusion.functions
+    original = rotary.namespace.apply_rotary_pos_emb
     with fusion.applied():
         assert all("forward" in vars(module) for module, _ in fusion.forwards)
+        assert rotary.namespace.apply_rotary_pos_emb is rotary.fused
         assert answers(backend, requests) == expected
     assert not any("forward" in vars(module) for module in fused_modules(decoder))  # only while applied
+    assert rotary.namespace.apply_rotary_pos_emb is original
 
 
 def test_the_probe_takes_only_the_modules_that_compute_what_the_kernels_do():
@@ -277,3 +282,32 @@ def test_a_compile_that_fails_falls_back_to_eager_with_the_same_answers(tiny_bac
     assert backend.path.paths.why_not["compile"].startswith("torch.compile failed: BackendCompilerFailed")
     assert backend.info["compile"]["fallback"] == backend.path.paths.why_not["compile"]
     assert all(module._compiled_call_impl is None for module in compiled_modules(backend.path.parts.decoder))
+
+
+def test_the_rotary_embedding_is_fused_only_where_it_takes_queries_and_keys_as_transformers_usual_one():
+    """Qwen2's ``apply_rotary_pos_emb(q, k, cos, sin)`` takes the kernel; Gemma 4's (one tensor at a time)
+    and a function that computes something else do not."""
+    pytest.importorskip("triton")
+    from transformers.models.gemma4 import modeling_gemma4
+    from transformers.models.qwen2 import modeling_qwen2
+
+    from audioicl.backends.hf.reuse import kernels
+    from audioicl.backends.hf.reuse.graphs import _rotary_agrees, _rotary_of
+
+    attention = torch.nn.Module()
+    attention.head_dim = 16
+    attention.q_proj, attention.k_proj = torch.nn.Linear(32, 64), torch.nn.Linear(32, 32)
+    usual = modeling_qwen2.apply_rotary_pos_emb
+    assert _rotary_agrees(usual, _rotary_of(usual, kernels), attention)
+    gemma = modeling_gemma4.apply_rotary_pos_emb
+    assert not _rotary_agrees(gemma, _rotary_of(gemma, kernels), attention)
+
+    def interleaved(q, k, cos, sin, unsqueeze_dim=1):  # pairs (0, 1), (2, 3) ...: not rotate_half's
+        def turn(x):
+            pairs = x.unflatten(-1, (-1, 2))
+            return torch.stack((-pairs[..., 1], pairs[..., 0]), -1).flatten(-2)
+
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        return q * cos + turn(q) * sin, k * cos + turn(k) * sin
+
+    assert not _rotary_agrees(interleaved, _rotary_of(interleaved, kernels), attention)

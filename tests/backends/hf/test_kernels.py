@@ -9,9 +9,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 pytest.importorskip("transformers")
 
-from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm  # noqa: E402
+from transformers.models.qwen2.modeling_qwen2 import Qwen2RMSNorm, apply_rotary_pos_emb  # noqa: E402
 
-from audioicl.backends.hf.reuse.kernels import rms_norm, silu_mul  # noqa: E402
+from audioicl.backends.hf.reuse.kernels import rms_norm, rotary, silu_mul  # noqa: E402
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -52,6 +52,32 @@ def test_silu_mul_is_silu_of_gate_times_up_in_fp32():
     made = silu_mul(gate, up)
     assert made.shape == up.shape
     torch.testing.assert_close(made, torch.nn.functional.silu(gate) * up, rtol=1e-5, atol=1e-6)
+
+
+def projected(rows: int, positions: int, heads: int, dim: int, dtype: torch.dtype) -> torch.Tensor:
+    """Queries or keys as the attention makes them: [rows, positions, heads, dim] transposed to heads first."""
+    return (torch.randn(rows, positions, heads, dim, device=DEVICE) * 3).to(dtype).transpose(1, 2)
+
+
+# head dims: Qwen's 128, one whose half is not a power of two; cos/sin per row or one for every row
+@pytest.mark.parametrize(("dim", "cos_rows"), [(128, 3), (96, 3), (64, 1)])
+def test_rotary_is_transformers_rotary_embedding_in_fp32_laid_out_as_eager(dim, cos_rows):
+    queries, keys = projected(3, 7, 5, dim, torch.float32), projected(3, 7, 2, dim, torch.float32)
+    cos, sin = (torch.randn(cos_rows, 7, dim, device=DEVICE) for _ in range(2))
+    eager = apply_rotary_pos_emb(queries, keys, cos, sin)
+    for made, expected in zip((rotary(queries, cos, sin), rotary(keys, cos, sin)), eager, strict=True):
+        assert made.shape == expected.shape and made.stride() == expected.stride()
+        torch.testing.assert_close(made, expected, rtol=0, atol=1e-6)
+    assert rotary(projected(2, 0, 5, dim, torch.float32), cos[:, :0], sin[:, :0]).shape == (2, 5, 0, dim)
+
+
+@pytest.mark.skipif(DEVICE.type != "cuda", reason="the interpreter does not round bf16 as a GPU does")
+def test_rotary_in_bf16_on_a_gpu_is_the_eager_one_to_the_bit():
+    """Each product and the sum rounded to bf16 where eager rounds them: the same bits."""
+    queries, keys = projected(4, 300, 32, 128, torch.bfloat16), projected(4, 300, 8, 128, torch.bfloat16)
+    cos, sin = (torch.randn(4, 300, 128, device=DEVICE).to(torch.bfloat16) for _ in range(2))
+    eager = apply_rotary_pos_emb(queries, keys, cos, sin)
+    assert torch.equal(rotary(queries, cos, sin), eager[0]) and torch.equal(rotary(keys, cos, sin), eager[1])
 
 
 @pytest.mark.skipif(DEVICE.type != "cuda", reason="the interpreter does not round bf16 as a GPU does")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import types
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -132,27 +133,48 @@ def fused_modules(decoder: Any) -> list[torch.nn.Module]:
     return [module for module in (*text.layers.modules(), text.norm) if _kernel_for(module)]
 
 
+@dataclass(frozen=True)
+class FusedFunction:
+    """A function of a modeling module (``namespace``) the decoder's layers call by its global ``name``
+    (transformers' ``apply_rotary_pos_emb``), and the kernels' version of it, for ``layers`` layers."""
+
+    namespace: types.ModuleType
+    name: str
+    fused: Callable
+    layers: int
+
+
 @dataclass
 class Fusion:
-    """The Triton kernels' forward for each module of a decoder that takes them (``fuse_decoder``), in force
-    only inside ``applied()``: the reuse path's calls, so that transformers' own ``generate`` over the same
-    model (``reuse=off``, a benchmark's baseline) runs its own kernels."""
+    """The Triton kernels' forward for each module of a decoder that takes them, and its functions' fused
+    versions (``fuse_decoder``), in force only inside ``applied()``: the reuse path's calls, so that
+    transformers' own ``generate`` over the same model (``reuse=off``, a benchmark's baseline) runs its own
+    kernels."""
 
     forwards: list[tuple[torch.nn.Module, Callable]]
+    functions: list[FusedFunction] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        """How many modules of each class take the kernels, for the run record."""
-        return dict(Counter(type(module).__name__ for module, _ in self.forwards))
+        """How many modules of each class, and layers of each function, take the kernels, for the run
+        record."""
+        made = Counter(type(module).__name__ for module, _ in self.forwards)
+        made.update({function.name: function.layers for function in self.functions})
+        return dict(made)
 
     @contextmanager
     def applied(self) -> Iterator[None]:
+        originals = [getattr(function.namespace, function.name) for function in self.functions]
         for module, forward in self.forwards:
             module.forward = types.MethodType(forward, module)
+        for function in self.functions:
+            setattr(function.namespace, function.name, function.fused)
         try:
             yield
         finally:
             for module, _ in self.forwards:
                 module.__dict__.pop("forward", None)
+            for function, original in zip(self.functions, originals, strict=True):
+                setattr(function.namespace, function.name, original)
 
 
 def fuse_decoder(decoder: Any) -> Fusion:
@@ -166,7 +188,87 @@ def fuse_decoder(decoder: Any) -> Fusion:
     for module in modules:
         if type(module) not in forwards:
             forwards[type(module)] = _probe(module, kernels)
-    return Fusion([(module, forward) for module in modules if (forward := forwards[type(module)])])
+    fused = [(module, forward) for module in modules if (forward := forwards[type(module)])]
+    return Fusion(fused, _fused_rotary(decoder, kernels))
+
+
+ROTARY = "apply_rotary_pos_emb"  # the name transformers' attention calls its rotary embedding by
+
+
+def _fused_rotary(decoder: Any, kernels: Any) -> list[FusedFunction]:
+    """``kernels.rotary`` for the rotary embedding of each modeling module whose attention layers call
+    ``ROTARY(q, k, cos, sin)`` and where, on random queries and keys shaped as the layer's, it gives what the
+    module's own function does (Gemma 4's takes one tensor at a time: not fused)."""
+    by_namespace: dict[str, list[Any]] = {}
+    for layer in text_model(decoder).layers:
+        attention = getattr(layer, "self_attn", None)
+        if attention is not None:
+            by_namespace.setdefault(type(attention).__module__, []).append(attention)
+    made = []
+    for name, attentions in by_namespace.items():
+        namespace = sys.modules[name]
+        original = getattr(namespace, ROTARY, None)
+        if original is not None and _rotary_agrees(original, _rotary_of(original, kernels), attentions[0]):
+            made.append(FusedFunction(namespace, ROTARY, _rotary_of(original, kernels), len(attentions)))
+    return made
+
+
+def _rotary_of(original: Callable, kernels: Any) -> Callable:
+    """``original(q, k, cos, sin)`` through ``kernels.rotary`` where its arguments are the usual ones (heads
+    second, cos/sin [rows, positions, head dim]); any other call goes to ``original``."""
+
+    def fused(q: Any, k: Any, cos: Any, sin: Any, unsqueeze_dim: int = 1, *args: Any, **kwargs: Any) -> Any:
+        usual = (
+            unsqueeze_dim == 1
+            and not args
+            and not kwargs
+            and q.dim() == k.dim() == 4
+            and cos.dim() == 3
+            and cos.shape == sin.shape
+            and cos.shape[-1] == q.shape[-1] == k.shape[-1]
+        )
+        if not usual:
+            return original(q, k, cos, sin, unsqueeze_dim, *args, **kwargs)
+        return kernels.rotary(q, cos, sin), kernels.rotary(k, cos, sin)
+
+    return fused
+
+
+def _rotary_agrees(original: Callable, fused: Callable, attention: Any) -> bool:
+    """Whether ``fused`` gives ``original``'s queries and keys for random ones shaped as ``attention``
+    makes them (its projections' widths over its head dim); False where the module's function does not take
+    them so, or the attention has no such projections."""
+    dim = getattr(attention, "head_dim", None)
+    projections = [getattr(attention, name, None) for name in ("q_proj", "k_proj")]
+    if not isinstance(dim, int) or dim % 2 or any(p is None for p in projections):
+        return False
+    dtype, device = _compute_dtype_device(projections[0])
+    generator = torch.Generator(device).manual_seed(0)
+
+    def projected(linear: Any) -> torch.Tensor:
+        x = torch.randn(2, 3, linear.out_features // dim, dim, generator=generator, device=device)
+        return x.to(dtype).transpose(1, 2)
+
+    q, k = projected(projections[0]), projected(projections[1])
+    cos, sin = (torch.randn(2, 3, dim, generator=generator, device=device).to(dtype) for _ in range(2))
+    with torch.inference_mode():
+        try:
+            own = original(q, k, cos, sin)
+        except (TypeError, ValueError, RuntimeError, AttributeError):  # not the usual signature
+            return False
+        made = fused(q, k, cos, sin)
+    return all(
+        a.shape == b.shape
+        and float((a.float() - b.float()).abs().max()) <= 2**-6 * float(a.abs().max()) + 1e-6
+        for a, b in zip(own, made, strict=True)
+    )
+
+
+def _compute_dtype_device(linear: Any) -> tuple[torch.dtype, torch.device]:
+    """The dtype a linear layer computes in and its device: an nn.Linear's weight's, or the FP8 condition's
+    (``fp8.RowwiseFP8Linear``: no ``weight``, its ``compute_dtype``)."""
+    held = linear.qweight if hasattr(linear, "qweight") else linear.weight
+    return getattr(linear, "compute_dtype", held.dtype), held.device
 
 
 def _kernel_for(module: torch.nn.Module) -> Callable | None:
@@ -188,10 +290,8 @@ def _probe(module: torch.nn.Module, kernels: Any) -> Callable | None:
     forward = _kernel_for(module)
     if forward is _fused_norm:
         width, dtype, device = module.weight.shape[-1], module.weight.dtype, module.weight.device
-    else:  # an nn.Linear, or the FP8 condition's (``fp8.RowwiseFP8Linear``: no ``weight``)
-        gate = module.gate_proj
-        held = gate.qweight if hasattr(gate, "qweight") else gate.weight
-        width, dtype, device = gate.in_features, getattr(gate, "compute_dtype", held.dtype), held.device
+    else:
+        width, (dtype, device) = module.gate_proj.in_features, _compute_dtype_device(module.gate_proj)
     generator = torch.Generator(device).manual_seed(0)
     x = torch.randn(3, width, generator=generator, device=device).to(dtype)
     with torch.inference_mode():

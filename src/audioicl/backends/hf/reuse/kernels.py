@@ -6,6 +6,10 @@ over memory where transformers' eager code makes several.
   weight) reading and writing about 40 bytes an element in bf16; here 4.
 - ``silu_mul``: a dense MLP's ``silu(gate) * up``; eager, two kernels and a temporary (10 bytes an element);
   here 6.
+- ``rotary``: transformers' rotary embedding of queries or keys (``x * cos + rotate_half(x) * sin``); eager,
+  five kernels over the head-transposed tensor (a negation, a concatenation, two products and a sum, the
+  strided ones not vectorised) writing four temporaries; here one read and one write. It rounds each product
+  and the sum to the input's dtype as eager does: the same bits in bf16.
 
 Each rounds where the eager code rounds (the normalised value to the input's dtype before the weight; the
 activation to the input's dtype before the product), so outputs differ from eager ones only where Triton's
@@ -82,6 +86,55 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
         return out
     _silu_mul[(triton.cdiv(count, SPAN),)](gate, up, out, count, BLOCK=SPAN, num_warps=8)
     return out
+
+
+@triton.jit(do_not_specialize=["length", "x_batch", "x_head", "x_position", "c_batch", "c_position"])
+def _rotary(
+    x_ptr, cos_ptr, sin_ptr, out_ptr, length, heads, half, x_batch, x_head, x_position, c_batch, c_position,
+    HEADS: tl.constexpr, HALF: tl.constexpr,
+):  # fmt: skip
+    at = tl.program_id(0).to(tl.int64)  # one position of one row: every head
+    batch, position = at // length, at % length
+    head = tl.arange(0, HEADS)[:, None]
+    dim = tl.arange(0, HALF)[None, :]
+    inside = (head < heads) & (dim < half)
+    x = x_ptr + batch * x_batch + position * x_position + head * x_head
+    x1 = tl.load(x + dim, mask=inside, other=0.0).to(tl.float32)
+    x2 = tl.load(x + half + dim, mask=inside, other=0.0).to(tl.float32)
+    c = batch * c_batch + position * c_position
+    along = dim < half
+    cos1 = tl.load(cos_ptr + c + dim, mask=along, other=0.0).to(tl.float32)
+    cos2 = tl.load(cos_ptr + c + half + dim, mask=along, other=0.0).to(tl.float32)
+    sin1 = tl.load(sin_ptr + c + dim, mask=along, other=0.0).to(tl.float32)
+    sin2 = tl.load(sin_ptr + c + half + dim, mask=along, other=0.0).to(tl.float32)
+    dtype = out_ptr.dtype.element_ty
+    # eager: (x * cos) + (cat(-x2, x1) * sin), each product and the sum rounded to the dtype
+    first = (x1 * cos1).to(dtype).to(tl.float32) + (-x2 * sin1).to(dtype).to(tl.float32)
+    second = (x2 * cos2).to(dtype).to(tl.float32) + (x1 * sin2).to(dtype).to(tl.float32)
+    out = out_ptr + (at * heads + head) * (2 * half)
+    tl.store(out + dim, first.to(dtype), mask=inside)
+    tl.store(out + half + dim, second.to(dtype), mask=inside)
+
+
+def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """transformers' ``x * cos + rotate_half(x) * sin`` for ``x`` [rows, heads, positions, dim] (any strides
+    with the last one 1, as the attention's transposed projections are) and ``cos``/``sin`` [rows or 1,
+    positions, dim]; laid out as eager returns it for a transposed input ([rows, positions, heads, dim] in
+    memory)."""
+    rows, heads, length, dim = x.shape
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    cos, sin = cos.contiguous(), sin.contiguous()
+    out = torch.empty((rows, length, heads, dim), dtype=x.dtype, device=x.device)
+    if out.numel() == 0:
+        return out.transpose(1, 2)
+    broadcast = cos.shape[0] == 1
+    _rotary[(rows * length,)](
+        x, cos, sin, out, length, heads, dim // 2, x.stride(0), x.stride(1), x.stride(2),
+        0 if broadcast else cos.stride(0), cos.stride(1),
+        HEADS=triton.next_power_of_2(heads), HALF=triton.next_power_of_2(dim // 2), num_warps=4,
+    )  # fmt: skip
+    return out.transpose(1, 2)
 
 
 E4M3_LARGEST = tl.constexpr(448.0)  # e4m3fn's largest value (``fp8.E4M3_LARGEST``)
