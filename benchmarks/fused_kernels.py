@@ -4,7 +4,8 @@ for, at the decoder shapes of the Qwen families (needs a GPU).
 For each shape: the median over ``--repeats`` of one call (CUDA events, after warm-up), eager and fused, their
 ratio, and the share of bf16 output elements identical to the bit. Rows: an RMSNorm over a prefill's positions
 (``--positions``), the MLP's ``silu(gate) * up``, and the whole MLP (its three matmuls included: what the prefill
-gains), plus a per-head norm (Qwen3-Omni's queries and keys).
+gains), plus a per-head norm (Qwen3-Omni's queries and keys) and the rotary embedding of a layer's queries and
+keys (Qwen2-Audio's 32 heads of 128, laid out as its attention makes them).
 
     python benchmarks/fused_kernels.py [--positions 16384] [--repeats 20]
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable
 import torch
 from gpu_throughput import cuda_ms
 from transformers import Qwen2Config
-from transformers.models.qwen2.modeling_qwen2 import Qwen2MLP, Qwen2RMSNorm
+from transformers.models.qwen2.modeling_qwen2 import Qwen2MLP, Qwen2RMSNorm, apply_rotary_pos_emb
 
 from audioicl.backends.hf.reuse import kernels
 
@@ -89,6 +90,22 @@ def main() -> None:
             "per-head RMSNorm (32 x 128)",
             lambda: head_norm(heads),
             lambda: kernels.rms_norm(heads, head_norm.weight, 1e-6),
+            args.repeats,
+        )
+    )
+    # the queries and keys of one layer, [rows, heads, positions, dim] over [rows, positions, heads, dim]
+    q, k = (
+        torch.randn(8, args.positions // 8, 32, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2)
+    )
+    q, k = q.transpose(1, 2), k.transpose(1, 2)
+    cos, sin = (
+        torch.randn(8, args.positions // 8, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2)
+    )
+    rows.append(
+        row(
+            "rotary embedding, queries and keys (32 x 128)",
+            lambda: apply_rotary_pos_emb(q, k, cos, sin)[0],  # both computed, the queries compared
+            lambda: (kernels.rotary(k, cos, sin), kernels.rotary(q, cos, sin))[1],
             args.repeats,
         )
     )

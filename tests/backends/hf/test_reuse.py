@@ -25,6 +25,7 @@ from audioicl.backends.hf import KIND as HF  # noqa: E402
 from audioicl.backends.hf.backend import HFBackend  # noqa: E402
 from audioicl.backends.hf.features import feature_batch  # noqa: E402
 from audioicl.backends.hf.load import reuse_for  # noqa: E402
+from audioicl.backends.hf.reuse.attention import PrefillShape, prefill_attention, prefill_shape  # noqa: E402
 from audioicl.backends.hf.reuse.rows import (  # noqa: E402
     ClipSpan,
     TokenSequence,
@@ -122,6 +123,59 @@ def test_packed_rows_hold_a_batchs_groups_one_after_another_each_reading_only_it
     assert seen[5].nonzero().flatten().tolist() == [4, 5]  # c: only itself, not b before it
     assert seen[4].nonzero().flatten().tolist() == [4]
     assert batches(rows, prompts=8, packed=True) == [packed]
+
+
+def test_a_prefills_causal_head_is_what_every_row_reads_causally_and_no_query_reads_past_the_read():
+    """The trunks' positions every row shares read causally (the causal kernel); the first branch, padding or
+    packed trunk ends it; keys stop at the read's last position (the decode's slots are never read)."""
+    rows = pack(
+        [
+            sequence(0, "a", [1, 2, 3, 4, 5, 6, 7, 8]),
+            sequence(1, "a", [1, 2, 3, 9]),  # a's branch from position 8
+            sequence(2, "b", [1, 2, 5, 6, 7]),
+            sequence(3, "b", [1, 2, 9]),  # b's branch from position 5
+        ],
+        share=True,
+    )
+    plan = layout(rows, steps=3, pad_id=0, device=torch.device("cpu"), align=1)
+    assert plan.total == plan.prefill + 3 * 2  # the decode's slots after the read
+    assert prefill_shape(plan.visible(slice(0, plan.prefill)), slice(0, plan.prefill)) == PrefillShape(5, 9)
+    assert prefill_shape(plan.visible(slice(2, 9)), slice(2, 9)) == PrefillShape(
+        3, 9
+    )  # after a common prefix
+    packed = layout(pack_rows(rows), steps=1, pad_id=0, device=torch.device("cpu"), align=1)
+    assert prefill_shape(packed.visible(slice(0, 6)), slice(0, 6)).causal == 5
+
+
+@pytest.mark.parametrize(("start", "groups"), [(0, 1), (3, 1), (3, 2)])
+def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups):
+    """A read's span from ``start`` (a common prefix in the cache before it) over a cache with the decode's
+    slots after it, with grouped queries: the same output as sdpa over every key under the additive mask."""
+    from audioicl.backends.hf.reuse.rows import additive_mask
+
+    rows = pack(
+        [sequence(0, "a", list(range(1, 81))), sequence(1, "a", [*range(1, 41), 7, 7, 7])]
+        + [sequence(2, "b", list(range(1, 71))), sequence(3, "b", [*range(1, 51), 8])],
+        share=True,
+    )
+    plan = layout(rows, steps=4, pad_id=0, device=torch.device("cpu"), align=8)
+    span = slice(start, plan.prefill)
+    visible = plan.visible(span)
+    mask = additive_mask(visible, torch.float32)
+    shape = prefill_shape(visible, span)
+    assert 0 < shape.causal < span.stop - span.start and shape.keys == plan.prefill < plan.total
+    heads, dim = 4, 16
+    generator = torch.Generator().manual_seed(start + groups)
+    query = torch.randn(len(rows), heads, span.stop - span.start, dim, generator=generator)
+    key, value = (torch.randn(len(rows), heads // groups, plan.total, dim, generator=generator) for _ in "kv")
+    module = torch.nn.Module()
+    module.num_key_value_groups = groups
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        query, key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1), attn_mask=mask
+    ).transpose(1, 2)
+    made = prefill_attention(module, query, key, value, mask, shape, None)
+    assert made.shape == expected.shape and made.is_contiguous()
+    torch.testing.assert_close(made, expected, rtol=1e-5, atol=1e-5)
 
 
 # --------------------------------------------------------------------------- options

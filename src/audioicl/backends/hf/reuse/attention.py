@@ -22,6 +22,14 @@ tiles; the numbers are the same attention (each query's softmax over exactly its
 another order. The block mask rides on the additive mask tensor (``BLOCK_MASK_ATTRIBUTE``) that transformers
 hands each layer unchanged; compiled on a GPU (eager FlexAttention materializes the scores: the CPU's tests).
 
+**A prefill's causal head** (``prefill_attention``). A read's first queries are its rows' trunks (each row's
+longest prompt, before the shorter prompts' own tokens): each sees every key up to itself, nothing else. Under
+one additive mask sdpa computes the whole [queries, keys] square for them; here the queries every row reads
+causally (``PrefillShape.causal``, from the mask itself) go through sdpa's causal kernel, which computes only the
+lower triangle, and only the rest through the mask. No prefill query reads a key after the read's last position,
+so the keys stop there (``PrefillShape.keys``; the static cache holds the decode's slots and, for a shorter
+read decoded with longer ones, more). The same attention: each query's softmax over exactly its visible keys.
+
 **Grouped queries under a mask** (``reuse_attention``, in place of sdpa). With an attention mask (the reuse
 path always has one: prompts share rows), transformers' sdpa copies every KV head once per query head of its
 group (``repeat_kv``) before the kernel, in every layer at every step: for Qwen2.5-Omni (7 query heads a KV
@@ -36,15 +44,18 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.nn.attention.bias import causal_lower_right
 from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.utils.generic import is_flash_attention_requested
 
 BLOCK = 128  # FlexAttention's tile of queries and keys
 BLOCK_MASK_ATTRIBUTE = "_audioicl_block_mask"  # where a prefill's mask carries its block mask
+PREFILL_ATTRIBUTE = "_audioicl_prefill"  # where a prefill's mask carries its ``PrefillShape``
 WINDOWS = "audioicl_flash_windows"
 REUSE = "audioicl_sdpa_reuse"
 FOLD_MAX_QUERIES = 64  # queries per row up to which reuse_attention folds (decode steps, not prefills)
@@ -99,6 +110,62 @@ def _window_layout(
     return made
 
 
+@dataclass(frozen=True)
+class PrefillShape:
+    """What a prefill's queries read: the first ``causal`` of them, in every row, each key up to its own
+    position and nothing else; none of them a key at ``keys`` or after."""
+
+    causal: int
+    keys: int
+
+
+def prefill_shape(visible: torch.Tensor, queries: slice) -> PrefillShape:
+    """The ``PrefillShape`` of ``visible`` [rows, queries, keys], the visibility of the query positions
+    ``queries`` (a prefill's span: no query sees a key after itself, ``rows.Layout.visible``): a query reads
+    causally where its visible keys number its position plus one."""
+    counts = visible.sum(-1)
+    expected = torch.arange(queries.start + 1, queries.stop + 1, device=visible.device)
+    exact = (counts == expected).all(0)
+    return PrefillShape(int(exact.int().cumprod(0).sum()), queries.stop)
+
+
+def prefill_attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor,
+    shape: PrefillShape,
+    scaling: float | None,
+    **kwargs: Any,
+) -> torch.Tensor:
+    """sdpa attention of a prefill's ``query`` [rows, heads, queries, dim] (the module docstring's causal
+    head): its first ``shape.causal`` queries through the causal kernel, the rest under ``attention_mask``,
+    every key from ``shape.keys`` on left out → [rows, queries, heads, dim], as sdpa's path returns it."""
+    key, value = key[:, :, : shape.keys], value[:, :, : shape.keys]
+    queries = query.shape[2]
+    head = min(shape.causal, queries)
+    made = []
+    if head:
+        seen = shape.keys - queries + head  # the cache's positions before the span, and the head's own
+        groups = getattr(module, "num_key_value_groups", 1)
+        first = torch.nn.functional.scaled_dot_product_attention(
+            query[:, :, :head],
+            repeat_kv(key[:, :, :seen], groups),
+            repeat_kv(value[:, :, :seen], groups),
+            attn_mask=causal_lower_right(head, seen),
+            scale=scaling,
+        )
+        made.append(first.transpose(1, 2))
+    if head < queries:
+        rest, _ = sdpa_attention_forward(
+            module, query[:, :, head:], key, value, attention_mask[:, :, head:, : shape.keys],
+            scaling=scaling, **kwargs,
+        )  # fmt: skip
+        made.append(rest)
+    return torch.cat(made, dim=1) if len(made) > 1 else made[0].contiguous()
+
+
 def reuse_attention(
     module: Any,
     query: torch.Tensor,
@@ -117,6 +184,9 @@ def reuse_attention(
     block_mask = getattr(attention_mask, BLOCK_MASK_ATTRIBUTE, None)
     if block_mask is not None and queries > FOLD_MAX_QUERIES and not dropout:
         return flex_prefill(query, key, value, block_mask, scaling, groups), None
+    shape = getattr(attention_mask, PREFILL_ATTRIBUTE, None)
+    if shape is not None and queries > FOLD_MAX_QUERIES and not dropout:
+        return prefill_attention(module, query, key, value, attention_mask, shape, scaling, **kwargs), None
     if (
         groups == 1
         or attention_mask is None

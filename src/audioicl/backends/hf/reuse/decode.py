@@ -114,7 +114,7 @@ def _read_span(
         parts,
         cache,
         keyword,
-        parts.masks(plan, span, taken, dtype, blocks=blocks),
+        parts.masks(plan, span, taken, dtype, blocks=blocks, prefill=True),
         inputs_embeds=embeds,
         position_ids=plan.positions[taken, span],
         cache_position=torch.arange(span.start, span.stop, device=ids.device),
