@@ -21,6 +21,7 @@
 #   bash benchmarks/gpu_pending.sh user FAMILY    # the whole benchmark as a user runs it: checkpoint saved, audioicl run
 #   bash benchmarks/gpu_pending.sh bf16           # Qwen2-Audio's whole benchmark in bf16, audioicl run (checkpoint kept)
 #   bash benchmarks/gpu_pending.sh fp8            # then -o precision=fp8 on it: identical share and compare against bf16
+#   bash benchmarks/gpu_pending.sh levers         # kernels alone, then the 20-episode mix: wheels/old's tree vs this
 #   bash benchmarks/gpu_pending.sh profile [FAMILY] # the 20-episode mix's phases, py-spy per thread, GPU kernels
 #   bash benchmarks/gpu_pending.sh flex [FAMILY]  # the 20-episode mix, sdpa prefill against -o flex=on (FlexAttention)
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
@@ -157,6 +158,25 @@ case "$part" in
     "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "${2:-qwen2-audio}" --reuse prefix \
       --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 1 --limit 3 --profile 3 \
       > "$out/profile_kernels.txt" 2>&1 || tail -5 "$out/profile_kernels.txt"
+    ;;
+  levers)  # issue 41: the kernels alone, then the 20-episode mix through audioicl run, the tree in wheels/old
+    # (the code before) and this one taking turns on one kept checkpoint (the first run a throwaway), and
+    # the share of this tree's answers identical to the old one's
+    "$py" benchmarks/fused_kernels.py
+    build 20
+    turn() {  # turn NAME [PYTHONPATH]: one run named NAME through the tree on that path
+      PYTHONPATH="${2:-$PWD/src}" "$py" benchmarks/whole_run.py --data /tmp/B20 --families qwen2-audio --keep \
+        --run "$1=--name $1" --json "$out/$1.json" | tail -1
+    }
+    turn warm
+    turn old1 "$PWD/wheels/old/src"
+    turn new1
+    turn old2 "$PWD/wheels/old/src"
+    turn new2
+    "$py" -c "
+import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path; from whole_run import identical_share
+out = Path('/tmp/whole-run/out-qwen2-audio')
+for a, b in (('old1', 'new1'), ('old1', 'old2'), ('new1', 'new2')): print(b, 'identical to', a, identical_share(out, a, b)['all'])"
     ;;
   user)
     build 300
