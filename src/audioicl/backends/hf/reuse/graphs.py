@@ -220,6 +220,8 @@ def _rotary_of(original: Callable, kernels: Any) -> Callable:
     def fused(q: Any, k: Any, cos: Any, sin: Any, unsqueeze_dim: int = 1, *args: Any, **kwargs: Any) -> Any:
         usual = (
             unsqueeze_dim == 1
+            and q.dtype == k.dtype == cos.dtype == sin.dtype
+            and q.dtype in kernels.ROTARY_DTYPES
             and not args
             and not kwargs
             and q.dim() == k.dim() == 4

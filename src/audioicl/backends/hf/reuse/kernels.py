@@ -88,10 +88,13 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return out
 
 
+ROTARY_DTYPES = (torch.bfloat16, torch.float32)  # where ``rotary`` rounds as eager does
+
+
 @triton.jit(do_not_specialize=["length", "x_batch", "x_head", "x_position", "c_batch", "c_position"])
 def _rotary(
     x_ptr, cos_ptr, sin_ptr, out_ptr, length, heads, half, x_batch, x_head, x_position, c_batch, c_position,
-    HEADS: tl.constexpr, HALF: tl.constexpr,
+    HEADS: tl.constexpr, HALF: tl.constexpr, BF16: tl.constexpr,
 ):  # fmt: skip
     at = tl.program_id(0).to(tl.int64)  # one position of one row: every head
     batch, position = at // length, at % length
@@ -107,20 +110,35 @@ def _rotary(
     cos2 = tl.load(cos_ptr + c + half + dim, mask=along, other=0.0).to(tl.float32)
     sin1 = tl.load(sin_ptr + c + dim, mask=along, other=0.0).to(tl.float32)
     sin2 = tl.load(sin_ptr + c + half + dim, mask=along, other=0.0).to(tl.float32)
-    dtype = out_ptr.dtype.element_ty
     # eager: (x * cos) + (cat(-x2, x1) * sin), each product and the sum rounded to the dtype
-    first = (x1 * cos1).to(dtype).to(tl.float32) + (-x2 * sin1).to(dtype).to(tl.float32)
-    second = (x2 * cos2).to(dtype).to(tl.float32) + (x1 * sin2).to(dtype).to(tl.float32)
+    first = _rounded(_rounded(x1 * cos1, BF16) + _rounded(-x2 * sin1, BF16), BF16)
+    second = _rounded(_rounded(x2 * cos2, BF16) + _rounded(x1 * sin2, BF16), BF16)
     out = out_ptr + (at * heads + head) * (2 * half)
+    dtype = out_ptr.dtype.element_ty
     tl.store(out + dim, first.to(dtype), mask=inside)
     tl.store(out + half + dim, second.to(dtype), mask=inside)
+
+
+@triton.jit
+def _rounded(x, BF16: tl.constexpr):
+    """fp32 ``x`` rounded to the nearest bf16 (ties to even) and back, where ``BF16``; else ``x``. In
+    integer arithmetic: the compiler dropped ``x.to(bfloat16).to(float32)`` round trips as no-ops (a
+    quarter of the rotary's bf16 outputs differed from eager on an H100), and Triton's interpreter
+    truncates."""
+    if BF16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        x = bits.to(tl.float32, bitcast=True)
+    return x
 
 
 def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """transformers' ``x * cos + rotate_half(x) * sin`` for ``x`` [rows, heads, positions, dim] (any strides
     with the last one 1, as the attention's transposed projections are) and ``cos``/``sin`` [rows or 1,
-    positions, dim]; laid out as eager returns it for a transposed input ([rows, positions, heads, dim] in
-    memory)."""
+    positions, dim], in bf16 or fp32 (``ROTARY_DTYPES``); laid out as eager returns it for a transposed input
+    ([rows, positions, heads, dim] in memory)."""
+    if x.dtype not in ROTARY_DTYPES or cos.dtype != x.dtype or sin.dtype != x.dtype:
+        raise TypeError(f"rotary takes {ROTARY_DTYPES}, one for all of its inputs")
     rows, heads, length, dim = x.shape
     if x.stride(-1) != 1:
         x = x.contiguous()
@@ -132,7 +150,8 @@ def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     _rotary[(rows * length,)](
         x, cos, sin, out, length, heads, dim // 2, x.stride(0), x.stride(1), x.stride(2),
         0 if broadcast else cos.stride(0), cos.stride(1),
-        HEADS=triton.next_power_of_2(heads), HALF=triton.next_power_of_2(dim // 2), num_warps=4,
+        HEADS=triton.next_power_of_2(heads), HALF=triton.next_power_of_2(dim // 2),
+        BF16=x.dtype == torch.bfloat16, num_warps=4,
     )  # fmt: skip
     return out.transpose(1, 2)
 
