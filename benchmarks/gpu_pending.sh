@@ -133,10 +133,12 @@ case "$part" in
     "$py" benchmarks/gpu_throughput.py --data /tmp/B300 --families "$family" --reuse prefix --batch-size 128 \
       --speeds "$speed" --logit-episodes 0 --repeats 1 --json "$out/whole_${family}_$speed.json"
     ;;
-  bf16)  # issue 41: Qwen2-Audio's whole benchmark in bf16 as a user runs it, the checkpoint kept for `fp8`
+  bf16)  # issue 41: Qwen2-Audio's whole benchmark in bf16 as a user runs it, the checkpoint kept for `fp8`;
+    # first the kernels alone (the rotary's bit-equality), and py-spy over the run's threads
+    "$py" benchmarks/fused_kernels.py | tail -2
     build 300
     "$py" benchmarks/whole_run.py --data /tmp/B300 --families qwen2-audio --keep --run "bf16=" \
-      --json "$out/bf16.json"
+      --spy "$out/spy" --json "$out/bf16.json"
     ;;
   fp8)  # then -o precision=fp8 on the same checkpoint (bf16 resumed: nothing to do), identical share, compare
     build 300
