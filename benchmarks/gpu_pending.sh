@@ -23,7 +23,6 @@
 #   bash benchmarks/gpu_pending.sh fp8            # then -o precision=fp8 on it: identical share and compare against bf16
 #   bash benchmarks/gpu_pending.sh levers         # kernels alone, then the 20-episode mix: wheels/old's tree vs this
 #   bash benchmarks/gpu_pending.sh profile [FAMILY] # the 20-episode mix's phases, py-spy per thread, GPU kernels
-#   bash benchmarks/gpu_pending.sh flex [FAMILY]  # the 20-episode mix, sdpa prefill against -o flex=on (FlexAttention)
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
@@ -146,16 +145,11 @@ case "$part" in
     "$py" benchmarks/whole_run.py --data /tmp/B300 --families qwen2-audio --keep --run "bf16=" \
       --run "fp8=-o precision=fp8" --results "$out/results" --json "$out/fp8.json"
     ;;
-  flex)  # issue 41: the prefill through FlexAttention (-o flex=on) against sdpa, the 20-episode mix, audioicl run
-    build 20
-    "$py" benchmarks/whole_run.py --data /tmp/B20 --families "${2:-qwen2-audio}" --run "sdpa=" \
-      --run "flex=-o flex=on --name flex" --json "$out/flex.json"
-    ;;
-  profile)  # issue 41: where the 20-episode mix's time goes (run record phases, py-spy of every thread), sdpa,
-    # flex and without encoding ahead, then the prefill's GPU kernels (in-process; the table to profile_kernels.txt)
+  profile)  # issue 41: where the 20-episode mix's time goes (run record phases, py-spy of every thread), with
+    # and without encoding ahead, then the prefill's GPU kernels (in-process; the table to profile_kernels.txt)
     build 20
     "$py" benchmarks/whole_run.py --data /tmp/B20 --families "${2:-qwen2-audio}" --keep --spy "$out/spy" \
-      --run "warm=--name warm" --run "sdpa=" --run "flex=-o flex=on --name flex" \
+      --run "warm=--name warm" --run "sdpa=" \
       --run "noahead=-o encode_ahead=off --name noahead" --json "$out/profile.json"
     "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "${2:-qwen2-audio}" --reuse prefix \
       --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 1 --limit 3 --profile 3 \

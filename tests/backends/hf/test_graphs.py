@@ -81,7 +81,6 @@ def test_cuda_graphs_asked_for_on_the_cpu_fall_back_once_and_say_why(caplog):
         "compile": {"asked": "on", "used": True},
         "cuda_graphs": {"asked": "on", "used": False, "fallback": paths.why_not["cuda_graphs"]},
         "fused": {"asked": "off", "used": False},
-        "flex": {"asked": "off", "used": False},
     }
 
 

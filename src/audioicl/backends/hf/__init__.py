@@ -90,14 +90,6 @@ KIND = Kind(
             note="auto: on a CUDA device",
         ),
         Option(
-            "flex",
-            choice("off", "on"),
-            "off",
-            "the fast path's prefill attention through FlexAttention, over the visible tiles of its mask only "
-            "(compiled on a GPU; not yet measured there, so off unless asked)",
-            keeps_answers=True,
-        ),
-        Option(
             "cuda_graphs",
             SPEED,
             "auto",

@@ -14,14 +14,6 @@ own keys); only the kernel's summation order may differ.
 
 transformers sends ``cu_seqlens`` only to an implementation whose name contains "flash", hence ``WINDOWS``.
 
-**Block-sparse prefill** (``-o flex=on``, ``flex_prefill``). A prefill's mask lets each prompt of a row see its
-trunk's shared prefix and itself: most of the [queries, keys] square is masked, but sdpa's kernels compute all of
-it (3.5x the visible pairs on Qwen2-Audio's reads, issue 41). FlexAttention with a block mask (``BLOCK`` x
-``BLOCK`` tiles: skipped where nothing is visible, masked per element where some is) computes only the visible
-tiles; the numbers are the same attention (each query's softmax over exactly its visible keys), summed in
-another order. The block mask rides on the additive mask tensor (``BLOCK_MASK_ATTRIBUTE``) that transformers
-hands each layer unchanged; compiled on a GPU (eager FlexAttention materializes the scores: the CPU's tests).
-
 **A prefill's causal head** (``prefill_attention``). A read's first queries are its rows' trunks (each row's
 longest prompt, before the shorter prompts' own tokens): each sees every key up to itself, nothing else. Under
 one additive mask sdpa computes the whole [queries, keys] square for them; here the queries every row reads
@@ -41,7 +33,6 @@ queries are many, its mask large and its time compute, so it keeps sdpa's path).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -53,8 +44,6 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.utils.generic import is_flash_attention_requested
 
-BLOCK = 128  # FlexAttention's tile of queries and keys
-BLOCK_MASK_ATTRIBUTE = "_audioicl_block_mask"  # where a prefill's mask carries its block mask
 PREFILL_ATTRIBUTE = "_audioicl_prefill"  # where a prefill's mask carries its ``PrefillShape``
 WINDOWS = "audioicl_flash_windows"
 REUSE = "audioicl_sdpa_reuse"
@@ -181,9 +170,6 @@ def reuse_attention(
     length where there are few queries, so no KV head is copied; else sdpa's own path."""
     groups = getattr(module, "num_key_value_groups", 1)
     rows, heads, queries, dim = query.shape
-    block_mask = getattr(attention_mask, BLOCK_MASK_ATTRIBUTE, None)
-    if block_mask is not None and queries > FOLD_MAX_QUERIES and not dropout:
-        return flex_prefill(query, key, value, block_mask, scaling, groups), None
     shape = getattr(attention_mask, PREFILL_ATTRIBUTE, None)
     if shape is not None and queries > FOLD_MAX_QUERIES and not dropout:
         return prefill_attention(module, query, key, value, attention_mask, shape, scaling, **kwargs), None
@@ -202,66 +188,6 @@ def reuse_attention(
     mask = attention_mask[:, :, None].expand(rows, 1, groups, queries, keys).reshape(rows, 1, -1, keys)
     out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=mask, scale=scaling)
     return out.reshape(rows, heads, queries, dim).transpose(1, 2).contiguous(), None
-
-
-class FlexFailed(RuntimeError):
-    """FlexAttention failed on this device (a kernel that does not compile): the prefill is read again
-    without it."""
-
-
-def flex_prefill(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    block_mask: Any,
-    scaling: float | None,
-    groups: int,
-) -> torch.Tensor:
-    """``query`` [rows, heads, queries, dim] against ``key``/``value`` [rows, kv heads, keys, dim] under
-    ``block_mask`` → [rows, queries, heads, dim], as sdpa's path returns it. Out of memory is raised as it is
-    (the halving handles it); any other failure as ``FlexFailed``."""
-    try:
-        out = _flex(query.device.type)(
-            query, key, value, block_mask=block_mask, scale=scaling, enable_gqa=groups > 1
-        )
-    except torch.OutOfMemoryError:
-        raise
-    except Exception as exc:  # noqa: BLE001 (any failure of the compiled kernel falls back)
-        raise FlexFailed(f"{type(exc).__name__}: {exc}".splitlines()[0]) from exc
-    return out.transpose(1, 2).contiguous()
-
-
-@functools.cache
-def _flex(device_type: str) -> Callable[..., torch.Tensor]:
-    """FlexAttention, compiled on a GPU (one kernel over the visible tiles; dynamic shapes: a read's length
-    changes from read to read), eager elsewhere."""
-    from torch.nn.attention.flex_attention import flex_attention
-
-    return torch.compile(flex_attention, dynamic=True) if device_type == "cuda" else flex_attention
-
-
-def block_mask_of(visible: torch.Tensor) -> Any:
-    """The FlexAttention block mask of ``visible`` [rows, queries, keys] (True: the query may read the key),
-    its tiles ``BLOCK`` x ``BLOCK``."""
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    rows, queries, keys = visible.shape
-
-    def may_read(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        return visible[b, q, k]
-
-    return create_block_mask(
-        may_read, rows, None, queries, keys, device=str(visible.device), BLOCK_SIZE=BLOCK
-    )
-
-
-def flex_available() -> str:
-    """Why FlexAttention cannot run with this torch ("" where it can)."""
-    try:
-        from torch.nn.attention import flex_attention  # noqa: F401
-    except ImportError as exc:
-        return f"torch {torch.__version__} has no FlexAttention ({exc})"
-    return ""
 
 
 AttentionInterface.register(WINDOWS, segment_attention)

@@ -13,7 +13,7 @@ import torch
 import transformers
 from transformers import cache_utils
 
-from .attention import FlexFailed, reuse_attention_in
+from .attention import reuse_attention_in
 from .graphs import FastPaths, replayed
 from .parts import ModelParts
 from .rows import Layout, Member, Row, common_prefix, layout
@@ -59,7 +59,6 @@ def prefill(
     dtype: torch.dtype,
     device: torch.device,
     work: dict[str, int] | None = None,
-    flex: bool = False,
 ) -> Prefilled:
     """Read every prompt of ``reads`` (each shared prefix once) with room for ``steps`` more tokens per
     member, for one decode of them all. ``audio``: each clip's embedding by digest. Each read (rows) is
@@ -67,8 +66,7 @@ def prefill(
     (``join_caches``): a decode of many prompts for the memory of a prefill of fewer. What every row of a read
     begins with (``rows.common_prefix``: the system prompt, a task's instruction and Morse letter bank) is
     read once, for one row, and copied into every row's cache (``work["lm_read_once"]`` counts the positions
-    this saved). ``flex``: each read attends through FlexAttention over its mask's visible tiles
-    (``attention.flex_prefill``)."""
+    this saved)."""
     plan = layout([row for run in reads for row in run], steps, pad_id, device)
     keyword = cache_keyword(parts.decoder)
     caches, logits = [], []
@@ -80,9 +78,7 @@ def prefill(
         shared = _read_common_prefix(parts, run, audio, cache, keyword, pad_id, dtype, device)
         if work is not None:
             work["lm_read_once"] = work.get("lm_read_once", 0) + shared * (len(run) - 1)
-        hidden = _read_span(
-            parts, plan, run, taken, slice(shared, length), audio, cache, keyword, dtype, flex
-        )
+        hidden = _read_span(parts, plan, run, taken, slice(shared, length), audio, cache, keyword, dtype)
         rows_index = torch.arange(len(run), device=device)[:, None]
         last = (plan.last[taken] - shared).clamp(min=0)  # a row's unused member slots (last 0) read anything
         logits.append(parts.head(hidden[rows_index, last]))
@@ -102,11 +98,9 @@ def _read_span(
     cache: Any,
     keyword: str,
     dtype: torch.dtype,
-    blocks: bool = False,
 ) -> torch.Tensor:
     """The decoder's last hidden states over positions ``span`` of ``rows`` (``plan``'s rows ``taken``), their
-    clips' embeddings in place, read into ``cache`` after what it holds (the positions before ``span``);
-    ``blocks``: through FlexAttention (``ModelParts.masks``)."""
+    clips' embeddings in place, read into ``cache`` after what it holds (the positions before ``span``)."""
     ids = plan.ids[taken, span]
     embeds = parts.decoder.get_input_embeddings()(ids)
     _place_audio(embeds, rows, audio, span.start)
@@ -114,7 +108,7 @@ def _read_span(
         parts,
         cache,
         keyword,
-        parts.masks(plan, span, taken, dtype, blocks=blocks, prefill=True),
+        parts.masks(plan, span, taken, dtype, prefill=True),
         inputs_embeds=embeds,
         position_ids=plan.positions[taken, span],
         cache_position=torch.arange(span.start, span.stop, device=ids.device),
@@ -287,13 +281,7 @@ def generate_rows(
     read once for several rows are added to its ``lm_read_once``."""
     seconds = {} if seconds is None else seconds
     started = time.perf_counter()
-    flex = paths is not None and paths.flex
-    try:
-        done_reading = prefill(parts, reads, audio, steps - 1, pad_id, dtype, device, work, flex)
-    except FlexFailed as exc:  # read again with sdpa, said once and recorded
-        assert paths is not None
-        paths.give_up("flex", f"FlexAttention failed: {exc}")
-        done_reading = prefill(parts, reads, audio, steps - 1, pad_id, dtype, device, work)
+    done_reading = prefill(parts, reads, audio, steps - 1, pad_id, dtype, device, work)
     plan, cache = done_reading.plan, done_reading.cache
     tokens = done_reading.logits.argmax(-1)  # [rows, width]
     generated = [tokens]

@@ -26,8 +26,6 @@ from typing import Any
 
 import torch
 
-from .attention import flex_available
-
 log = logging.getLogger("audioicl.backends")
 
 
@@ -40,19 +38,13 @@ class FastPaths:
     asked: dict[str, str]  # path → what the options asked (auto|on|off)
     why_not: dict[str, str] = field(default_factory=dict)
     fused: bool = False
-    flex: bool = False
 
     @classmethod
-    def resolve(
-        cls, compile: str, cuda_graphs: str, device: torch.device, fused: str = "off", flex: str = "off"
-    ) -> FastPaths:
+    def resolve(cls, compile: str, cuda_graphs: str, device: torch.device, fused: str = "off") -> FastPaths:
         """The paths ``auto`` or ``on`` turn on for ``device`` (module docstring); ``on`` where a path
-        cannot run falls back. ``flex`` (the prefill through FlexAttention, ``attention.flex_prefill``) runs
-        only where asked: its speed is not yet measured on a GPU."""
-        asked = {"compile": compile, "cuda_graphs": cuda_graphs, "fused": fused, "flex": flex}
-        paths = cls(compile == "on", cuda_graphs != "off", asked, fused=fused != "off", flex=flex == "on")
-        if paths.flex and (missing := flex_available()):  # torch's FlexAttention imported only where asked
-            paths.give_up("flex", missing)
+        cannot run falls back."""
+        asked = {"compile": compile, "cuda_graphs": cuda_graphs, "fused": fused}
+        paths = cls(compile == "on", cuda_graphs != "off", asked, fused=fused != "off")
         if fused == "auto" and (paths.compile or device.type != "cuda"):
             paths.fused = False
         # where TRITON_INTERPRET=1 (the tests), ``on`` runs the kernels on the CPU through Triton's interpreter

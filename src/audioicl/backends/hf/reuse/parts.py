@@ -12,14 +12,7 @@ from transformers import StaticCache
 from transformers.cache_utils import StaticLayer
 from transformers.masking_utils import create_bidirectional_mask
 
-from .attention import (
-    BLOCK_MASK_ATTRIBUTE,
-    PREFILL_ATTRIBUTE,
-    attention_in_force,
-    batched_windows,
-    block_mask_of,
-    prefill_shape,
-)
+from .attention import PREFILL_ATTRIBUTE, attention_in_force, batched_windows, prefill_shape
 from .rows import Layout, additive_mask
 
 # --------------------------------------------------------------------------- the model's parts
@@ -57,21 +50,17 @@ class ModelParts:
         queries: slice,
         rows: slice,
         dtype: torch.dtype,
-        blocks: bool = False,
         prefill: bool = False,
     ) -> dict[str, torch.Tensor]:
         """The additive masks of ``queries`` in ``rows`` by layer type: ``full_attention`` (``Layout.visible``)
         and, for a decoder with sliding layers, ``sliding_attention``: also no key ``sliding_window``
         positions or more before the query (by position ids, as transformers' sliding mask counts them).
-        ``blocks``: the full mask also carries its FlexAttention block mask (``attention.block_mask_of``; a
-        prefill's, for a decoder without sliding layers). ``prefill`` (``queries`` a read's positions): the full
+        ``prefill`` (``queries`` a read's positions): the full
         mask also carries its ``attention.PrefillShape`` (its causal head, the keys it reads)."""
         visible = plan.visible(queries, rows)
         made = {"full_attention": additive_mask(visible, dtype)}
         if prefill:
             setattr(made["full_attention"], PREFILL_ATTRIBUTE, prefill_shape(visible, queries))
-        if blocks:
-            setattr(made["full_attention"], BLOCK_MASK_ATTRIBUTE, block_mask_of(visible))
         window = self.sliding_window
         if window is not None:
             positions = plan.positions[rows]

@@ -71,11 +71,7 @@ class ReusePath:
             settings.encode_ahead == "auto" and device.type == "cuda"
         )
         self.stream = SideStream(device, False)  # the backend's, shared with its clip features
-        self.paths = FastPaths.resolve(
-            settings.compile, settings.cuda_graphs, device, settings.fused, settings.flex
-        )
-        if parts.sliding_window is not None:  # their masks are by distance too: no one block mask serves
-            self.paths.give_up("flex", "the decoder has sliding-window layers, whose masks stay sdpa's")
+        self.paths = FastPaths.resolve(settings.compile, settings.cuda_graphs, device, settings.fused)
         self._fusion: Fusion | None = None  # the Triton kernels' forwards (``graphs.fuse_decoder``)
         auto = AUTO_DECODE_BATCHES.get(device.type, 1)
         self.decoded_together = auto if self.decode_batches == "auto" else int(self.decode_batches)
