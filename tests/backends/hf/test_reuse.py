@@ -687,4 +687,3 @@ def test_episodes_of_one_task_read_their_instruction_and_letter_bank_once(reques
     backend.reset_counters()
     assert [r.text for r in backend.generate(requests, config)] == expected
     assert backend.work["lm_read_once"] > 2 * 26 * 10  # the bank's clips, twice spared
-
