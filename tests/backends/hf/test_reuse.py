@@ -561,6 +561,29 @@ def test_clips_encoded_ahead_in_the_preparing_thread_give_the_same_answers(
     assert ahead.work["encoded_clips"] == plain.work["encoded_clips"]  # none encoded twice
 
 
+def test_the_models_thread_finds_encoded_clips_while_the_preparing_thread_encodes_others(
+    prefix_backends, one_episode_each
+):
+    """Regression (issue 41): the model's thread read the embedding cache under the lock the preparing thread
+    holds for a whole chunk through the encoder (on the side stream, behind the prefill's kernels): 20 s of a
+    whole Qwen2-Audio run on an H100 waited there with the GPU idle. Clips already encoded are found without
+    waiting for the encoder."""
+    backend = prefix_backends["qwen2-audio"]
+    path = backend.path
+    requests = episode_major_requests(one_episode_each, backend.family)[:4]
+    prepared, _ = backend.prepare(requests)
+    clips = {d: c for item in prepared for d, c in zip(item.digests, item.clips, strict=True)}
+    with torch.inference_mode():
+        encoded = path._embeddings(clips)
+    found: dict = {}
+    with path._encode_lock:  # the preparing thread in the middle of an encoder call
+        reader = threading.Thread(target=lambda: found.update(path._embeddings(clips)), daemon=True)
+        reader.start()
+        reader.join(timeout=60)
+        assert not reader.is_alive(), "the model's thread waited for the encoder to read the cache"
+    assert found.keys() == encoded.keys() and all(found[d] is encoded[d] for d in found)
+
+
 def test_encoding_ahead_that_fails_leaves_the_clips_to_generate(prefix_backends, one_episode_each, caplog):
     plain = prefix_backends["qwen2-audio"]
     backend = plain.with_options(encode_ahead="on")

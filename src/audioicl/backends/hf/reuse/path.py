@@ -65,6 +65,7 @@ class ReusePath:
             AUDIO_CACHE_BYTES, lambda made: made.numel() * made.element_size()
         )
         self._encode_lock = threading.Lock()  # one encoder call at a time (``_embeddings``)
+        self._cache_lock = threading.Lock()  # ``embeddings``, read and written by both threads
         # the next window's clips through the audio encoder in the runner's preparing thread (``prefetch``),
         # while this window's prompts are read: a CUDA device's (auto)
         self.encodes_ahead = settings.encode_ahead == "on" or (
@@ -233,22 +234,28 @@ class ReusePath:
         """Each clip's audio embedding, from the cache or through the encoder (longest first, in chunks).
         ``ahead``: called from the runner's preparing thread (``prefetch``): on the side stream, each chunk
         finished before it is cached, its seconds ``encode_ahead`` (they overlap the model's calls). The
-        two threads take turns at the encoder (``_encode_lock``): its attention swap is the tower's config."""
-        with self._encode_lock:
+        two threads take turns at the encoder (``_encode_lock``: its attention swap is the tower's config),
+        and read the cache without waiting for it (``_cache_lock``): what the model's thread finds there is
+        finished, since an embedding made on the side stream is cached only once its stream has finished it."""
+        with self._cache_lock:
             found = self._cached(clips)
         missing = sorted((d for d in clips if d not in found), key=lambda d: clips[d].valid, reverse=True)
         started = time.perf_counter()
         encoded = False
         for begin in range(0, len(missing), ENCODE_CLIPS):
             chunk = missing[begin : begin + ENCODE_CLIPS]
-            # the side stream's block ends (synchronized) before the lock is let go: the other thread reads
-            # the cache under the lock, so it never finds an embedding still being made
-            with self._encode_lock, self.stream.on() if ahead else nullcontext():
-                meanwhile = self._cached(chunk)  # encoded by the other thread since
+            with self._encode_lock:
+                with self._cache_lock:
+                    meanwhile = self._cached(chunk)  # encoded by the other thread since
                 found.update(meanwhile)
                 todo = {digest: clips[digest] for digest in chunk if digest not in meanwhile}
                 if todo:
-                    found.update(self._encode(todo))
+                    with self.stream.on() if ahead else nullcontext():  # synchronized at its end
+                        made = self._encode(todo)
+                    with self._cache_lock:
+                        for digest, embedding in made.items():
+                            self.embeddings.put(digest, embedding)
+                    found.update(made)
                     encoded = True
         if encoded and self.device.type == "cuda" and not ahead:
             torch.cuda.synchronize(self.device)  # the encoder's seconds, not the prefill's
@@ -256,19 +263,17 @@ class ReusePath:
         return found
 
     def _cached(self, digests: Iterable[str]) -> dict[str, torch.Tensor]:
-        """The embeddings of ``digests`` the cache holds (the caller holds ``_encode_lock``)."""
+        """The embeddings of ``digests`` the cache holds (the caller holds ``_cache_lock``)."""
         found = {digest: self.embeddings.get(digest) for digest in digests}
         return {digest: embedding for digest, embedding in found.items() if embedding is not None}
 
     def _encode(self, clips: dict[str, ClipFeatures]) -> dict[str, torch.Tensor]:
-        """``clips`` through the encoder in one call, cached (the caller holds ``_encode_lock``)."""
+        """``clips`` through the encoder in one call (the caller holds ``_encode_lock``, and caches them)."""
         made = list(clips.values())
         features, mask = feature_batch(made, self.family, self.model.dtype)
         valid = mask.sum(dim=1).to(self.device)
         encoded = self.parts.encode(features.to(self.device), valid, [clip.tokens for clip in made])
         by_digest = dict(zip(clips, encoded, strict=True))
-        for digest, embedding in by_digest.items():
-            self.embeddings.put(digest, embedding)
         self.work["encoded_clips"] += len(made)
         self.work["encoded_audio_tokens"] += sum(clip.tokens for clip in made)
         return by_digest
