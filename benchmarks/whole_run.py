@@ -99,6 +99,12 @@ def phases(timing: dict) -> dict[str, float]:
     return {key: round(value, 1) for key, value in split.items()}
 
 
+def prompts_per_second(row: dict) -> float:
+    """The run's prompts over its record's wall time less the model's load (what the issue's tables compare)."""
+    working = row["phases"]["record wall"] - row["phases"]["load"]
+    return round(row["lines"] / working, 2) if working > 0 else 0.0
+
+
 def _when(stamp: str) -> float:
     from datetime import datetime
 
@@ -149,9 +155,11 @@ def main() -> None:
     rows = []
     columns = list(phases({}))
     print(
-        "| family | run | exit | run wall s | lines | error lines | " + " | ".join(columns) + " | peak GiB |"
+        "| family | run | exit | run wall s | lines | error lines | prompts/s | "
+        + " | ".join(columns)
+        + " | peak GiB |"
     )
-    print("|---" * (len(columns) + 7) + "|")
+    print("|---" * (len(columns) + 8) + "|")
     for family in args.families.split(","):
         folder = args.work / f"ckpt-{family}"
         saved = save_checkpoint(family, folder) if not (folder / "config.json").is_file() else 0.0
@@ -167,12 +175,13 @@ def main() -> None:
             arguments = [*args.options, *shlex.split(extra)]
             row.update(run_whole(args.data, folder, out, args.batch_size, arguments, spy))
             row["phases"] = phases(row["timing"])
+            row["prompts_per_s"] = prompts_per_second(row)
             rows.append(row)
             made.append(row)
             peak = row["backend_info"].get("peak_memory_gib", "-")
             print(
                 f"| {family} | {label} | {row['status']} | {row['wall_s']} | {row['lines']} | "
-                f"{row['error_lines']} | "
+                f"{row['error_lines']} | {row['prompts_per_s']} | "
                 + " | ".join(str(value) for value in row["phases"].values())
                 + f" | {peak} |",
                 flush=True,
@@ -180,6 +189,8 @@ def main() -> None:
             if row["status"]:
                 print(row["stderr_tail"], file=sys.stderr)
         for row in made[1:]:
+            ratio = row["prompts_per_s"] / made[0]["prompts_per_s"] if made[0]["prompts_per_s"] else 0.0
+            print(f"{family}: {row['run']} runs {ratio:.2f}x the prompts a second of {made[0]['run']}")
             row["identical_to_first"] = identical_share(out, made[0]["name"], row["name"])
             print(
                 f"{family}: {row['run']} answers identical to {made[0]['run']}'s:", row["identical_to_first"]
