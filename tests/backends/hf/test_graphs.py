@@ -310,3 +310,17 @@ def test_the_rotary_embedding_is_fused_only_where_it_takes_queries_and_keys_as_t
         return q * cos + turn(q) * sin, k * cos + turn(k) * sin
 
     assert not _rotary_agrees(interleaved, _rotary_of(interleaved, kernels), attention)
+
+    # GLM-ASR's takes position ids fifth and rotates only the first cos.shape[-1] dims: such calls are its own
+    from transformers.models.glmasr import modeling_glmasr
+
+    older = modeling_glmasr.apply_rotary_pos_emb
+    q, k = torch.randn(2, 4, 3, 16), torch.randn(2, 2, 3, 16)
+    for cos, sin, more in (
+        (torch.randn(2, 3, 16), torch.randn(2, 3, 16), (torch.arange(3)[None],)),  # position ids, positional
+        (torch.randn(2, 3, 8), torch.randn(2, 3, 8), ()),  # partial rotary
+    ):
+        for made, expected in zip(
+            _rotary_of(older, kernels)(q, k, cos, sin, *more), older(q, k, cos, sin, *more), strict=True
+        ):
+            assert torch.equal(made, expected)

@@ -211,7 +211,8 @@ def _rotary_of(original: Callable, kernels: Any) -> Callable:
 
     def fused(q: Any, k: Any, cos: Any, sin: Any, unsqueeze_dim: int = 1, *args: Any, **kwargs: Any) -> Any:
         usual = (
-            unsqueeze_dim == 1
+            isinstance(unsqueeze_dim, int)  # not an older signature's position ids
+            and unsqueeze_dim == 1
             and q.dtype == k.dtype == cos.dtype == sin.dtype
             and q.dtype in kernels.ROTARY_DTYPES
             and not args
