@@ -207,7 +207,7 @@ class HFBackend:
         self._unused_paths: dict[str, Any] = {}
         if self.path is None:
             paths = FastPaths.resolve(settings.compile, settings.cuda_graphs, self.device, settings.fused)
-            paths.compile = paths.cuda_graphs = paths.fused = False  # generate: no path applies
+            paths.compile = paths.cuda_graphs = paths.fused = False  # transformers' generate: no path applies
             self._unused_paths = paths.info()
         encodes_ahead = self.path is not None and self.path.encodes_ahead
         stream = SideStream(self.device, self.clips.on_device or encodes_ahead)

@@ -200,8 +200,11 @@ def _fused_rotary(decoder: Any, kernels: Any) -> list[FusedFunction]:
     for name, attentions in by_namespace.items():
         namespace = sys.modules[name]
         original = getattr(namespace, ROTARY, None)
-        if original is not None and _rotary_agrees(original, _rotary_of(original, kernels), attentions[0]):
-            made.append(FusedFunction(namespace, ROTARY, _rotary_of(original, kernels), len(attentions)))
+        if original is None:
+            continue
+        fused = _rotary_of(original, kernels)
+        if _rotary_agrees(original, fused, attentions[0]):
+            made.append(FusedFunction(namespace, ROTARY, fused, len(attentions)))
     return made
 
 

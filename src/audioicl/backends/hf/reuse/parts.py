@@ -55,8 +55,8 @@ class ModelParts:
         """The additive masks of ``queries`` in ``rows`` by layer type: ``full_attention`` (``Layout.visible``)
         and, for a decoder with sliding layers, ``sliding_attention``: also no key ``sliding_window``
         positions or more before the query (by position ids, as transformers' sliding mask counts them).
-        ``prefill`` (``queries`` a read's positions): the full
-        mask also carries its ``attention.PrefillShape`` (its causal head, the keys it reads)."""
+        ``prefill`` (``queries`` a read's positions): the full mask also carries its ``attention.PrefillShape``
+        (its causal head, the keys it reads)."""
         visible = plan.visible(queries, rows)
         made = {"full_attention": additive_mask(visible, dtype)}
         if prefill:
