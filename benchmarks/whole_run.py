@@ -92,7 +92,9 @@ def phases(timing: dict) -> dict[str, float]:
     started, loaded = (timing.get(key) for key in ("started", "backend_loaded"))
     load = (_when(loaded) - _when(started)) if started and loaded else 0.0
     split = {"record wall": timing.get("wall_s", 0.0), "load": load}
-    split.update({k: seconds.get(k, 0.0) for k in ("features", "encode", "prefill", "decode", "lost")})
+    split.update(
+        {k: seconds.get(k, 0.0) for k in ("features", "encode", "prefill", "decode", "decode_setup", "lost")}
+    )
     split.update({k: runner.get(k, 0.0) for k in ("waited_for_prompts", "in_backend", "writing")})
     in_calls = sum(seconds.get(k, 0.0) for k in ("encode", "prefill", "decode", "lost"))
     split["backend other"] = split["in_backend"] - in_calls if runner else 0.0

@@ -419,9 +419,16 @@ def test_batches_decoded_together_join_their_caches_or_fall_back_to_one_at_a_tim
         return real(caches, filled)
 
     monkeypatch.setattr(reuse, "join_caches", counted)
+    decodes, steps = backend.work["decodes"], backend.work["decode_steps"]
+    decoding, setting_up = backend.seconds["decode"], backend.seconds["decode_setup"]
     assert [r.text for r in backend.generate(requests, config)] == expected
     assert max(len(rows) for rows in joined) == 3  # 21 prompts a decode, read 7 (two rows of 5) at a time
     assert sum(map(sum, joined)) == 9  # every episode's row read once
+    # the record counts each decode and its steps after the prefill's token (3 at most), and of its seconds,
+    # those of its first two steps
+    assert backend.work["decodes"] - decodes == len(joined)
+    assert len(joined) <= backend.work["decode_steps"] - steps <= 3 * len(joined)
+    assert 0 < backend.seconds["decode_setup"] - setting_up <= backend.seconds["decode"] - decoding
 
     def refused(caches, filled):
         raise reuse.CachesNotJoinable("transformers 9.0's static cache keeps no keys")

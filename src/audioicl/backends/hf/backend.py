@@ -160,11 +160,13 @@ class HFBackend:
         if self.suppresses_audio_token:  # recorded: the answer can never hold it
             self._info["suppressed_tokens"] = [audio_token]
         tokenizer.padding_side = "left"
-        # where the time went (``lost``: in attempts that ran out of memory, ``memory.Halving``); the work done,
-        # for benchmarks: clips and their audio tokens through the encoder, positions through the language model
-        # (prompt tokens read without padding, tokens generated, and the padding positions the reuse path's
-        # prefill computed besides, and those a read's rows shared and read once), attempts out of memory
-        phases = ("features", "encode", "encode_ahead", "generate", "prefill", "decode", "lost")
+        # where the time went (``lost``: in attempts that ran out of memory, ``memory.Halving``; ``decode_setup``:
+        # of ``decode``, the reuse path's first two steps of each decode, the eager one and the CUDA graph's
+        # capture); the work done, for benchmarks: clips and their audio tokens through the encoder, positions
+        # through the language model (prompt tokens read without padding, tokens generated, and the padding
+        # positions the reuse path's prefill computed besides, and those a read's rows shared and read once),
+        # the reuse path's decodes and their steps, attempts out of memory
+        phases = ("features", "encode", "encode_ahead", "generate", "prefill", "decode", "decode_setup", "lost")
         self.seconds = dict.fromkeys(phases, 0.0)
         counted = (
             "encoded_clips",
@@ -172,6 +174,8 @@ class HFBackend:
             "lm_tokens",
             "lm_padding",
             "lm_read_once",
+            "decodes",
+            "decode_steps",
             "out_of_memory",
         )
         self.work = dict.fromkeys((*counted, "encode_ahead_stopped"), 0)

@@ -276,9 +276,11 @@ def generate_rows(
 ) -> dict[int, list[int]]:
     """Greedy tokens (``steps`` at most, fewer once every prompt has stopped) for every prompt in ``reads``
     (rows read together, ``prefill``; all decoded together), by request index. ``seconds``: where the time
-    went is added to its ``prefill`` and ``decode``. ``paths``: with CUDA graphs on, the first decode step
+    went is added to its ``prefill`` and ``decode`` (and of the decode, its first two steps to
+    ``decode_setup``: the eager one and the CUDA graph's capture). ``paths``: with CUDA graphs on, the first decode step
     runs eagerly (compiling and warming what it needs), the rest replay its capture. ``work``: the positions
-    read once for several rows are added to its ``lm_read_once``."""
+    read once for several rows are added to its ``lm_read_once``, the decode to ``decodes`` and its steps
+    after the prefill's token to ``decode_steps``."""
     seconds = {} if seconds is None else seconds
     started = time.perf_counter()
     done_reading = prefill(parts, reads, audio, steps - 1, pad_id, dtype, device, work)
@@ -292,6 +294,7 @@ def generate_rows(
     seconds["prefill"] = seconds.get("prefill", 0.0) + read - started
     step = DecodeStep(parts, plan, cache, steps - 1, dtype)
     run = step.run
+    set_up = read
     for t in range(steps - 1):
         if finished:
             break
@@ -301,9 +304,16 @@ def generate_rows(
         tokens = run().clone()
         generated.append(tokens)
         done |= torch.isin(tokens, stops)
-        finished = bool(done.all())
+        finished = bool(done.all())  # waits for the step
+        if t == 1:
+            set_up = time.perf_counter()
     table = torch.stack(generated, dim=-1).tolist()  # [rows, width, steps]
-    seconds["decode"] = seconds.get("decode", 0.0) + time.perf_counter() - read
+    finish = time.perf_counter()
+    seconds["decode"] = seconds.get("decode", 0.0) + finish - read
+    seconds["decode_setup"] = seconds.get("decode_setup", 0.0) + (set_up if set_up > read else finish) - read
+    if work is not None:
+        work["decodes"] = work.get("decodes", 0) + 1
+        work["decode_steps"] = work.get("decode_steps", 0) + len(generated) - 1
     return {
         member.sequence.index: table[r][m]
         for r, row in enumerate(row for run in reads for row in run)

@@ -186,3 +186,152 @@ def rowwise_e4m3(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     warps = 16 if block >= 8192 else 8 if block >= 2048 else 4
     _rowwise_e4m3[(rows,)](x, out, scale, rows, width, x.stride(0), BLOCK=block, num_warps=warps)
     return out, scale
+
+
+DECODE_KEYS_PER_PROGRAM = 256  # keys one program of ``decode_attention`` reads (a split of each row's keys)
+DECODE_KEY_BLOCK = 64  # keys a step of its loop reads
+DECODE_MAX_QUERIES = 64  # queries of a KV head (its group's query heads times the step's) one program holds
+
+
+@triton.jit(do_not_specialize=["keys", "scale"])
+def _decode_attention_part(
+    q_ptr, k_ptr, v_ptr, mask_ptr, acc_ptr, top_ptr, sum_ptr,
+    keys, scale, kv_heads, queries, folded, groups,
+    q_row, q_head, q_query, k_row, k_head, k_key, v_row, v_head, v_key, m_row, m_query,
+    QB: tl.constexpr, D: tl.constexpr, KB: tl.constexpr, SPLIT: tl.constexpr, IEEE: tl.constexpr,
+):  # fmt: skip
+    pair, part = tl.program_id(0).to(tl.int64), tl.program_id(1)
+    row, kv_head = pair // kv_heads, pair % kv_heads
+    f = tl.arange(0, QB)  # folded query: query head kv_head * groups + f // queries, query f % queries
+    used = f < folded
+    query = f % queries
+    head = kv_head * groups + f // queries
+    dim = tl.arange(0, D)
+    q = tl.load(
+        q_ptr + row * q_row + head[:, None] * q_head + query[:, None] * q_query + dim[None, :],
+        mask=used[:, None], other=0.0,
+    )  # fmt: skip
+    top = tl.full([QB], float("-inf"), tl.float32)
+    total = tl.zeros([QB], tl.float32)
+    acc = tl.zeros([QB, D], tl.float32)
+    start = part * SPLIT
+    end = tl.minimum(start + SPLIT, keys)
+    for first in range(start, end, KB):
+        key = first + tl.arange(0, KB)
+        inside = key < end
+        k = tl.load(
+            k_ptr + row * k_row + kv_head * k_head + key[None, :] * k_key + dim[:, None],
+            mask=inside[None, :], other=0.0,
+        )  # fmt: skip
+        if IEEE:
+            s = tl.dot(q, k, input_precision="ieee")
+        else:
+            s = tl.dot(q, k)
+        bias = tl.load(
+            mask_ptr + row * m_row + query[:, None] * m_query + key[None, :],
+            mask=used[:, None] & inside[None, :], other=0.0,
+        ).to(tl.float32)  # fmt: skip
+        s = tl.where(inside[None, :], s * scale + bias, float("-inf"))
+        new_top = tl.maximum(top, tl.max(s, axis=1))
+        kept = tl.exp(top - new_top)
+        p = tl.exp(s - new_top[:, None])
+        total = total * kept + tl.sum(p, axis=1)
+        v = tl.load(
+            v_ptr + row * v_row + kv_head * v_head + key[:, None] * v_key + dim[None, :],
+            mask=inside[:, None], other=0.0,
+        )  # fmt: skip
+        if IEEE:
+            acc = acc * kept[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
+        else:
+            acc = acc * kept[:, None] + tl.dot(p.to(v.dtype), v)
+        top = new_top
+    at = (pair * tl.num_programs(1) + part) * QB + f
+    tl.store(acc_ptr + at[:, None] * D + dim[None, :], acc, mask=used[:, None])
+    tl.store(top_ptr + at, top, mask=used)
+    tl.store(sum_ptr + at, total, mask=used)
+
+
+@triton.jit
+def _decode_attention_join(
+    acc_ptr, top_ptr, sum_ptr, out_ptr, parts, kv_heads, heads, queries, folded, groups,
+    QB: tl.constexpr, D: tl.constexpr, PB: tl.constexpr,
+):  # fmt: skip
+    at = tl.program_id(0).to(tl.int64)  # one folded query of one KV head of one row
+    pair, f = at // folded, at % folded
+    row, kv_head = pair // kv_heads, pair % kv_heads
+    dim = tl.arange(0, D)
+    top = tl.full([1], float("-inf"), tl.float32)
+    total = tl.zeros([1], tl.float32)
+    acc = tl.zeros([D], tl.float32)
+    for first in range(0, parts, PB):
+        part = first + tl.arange(0, PB)
+        inside = part < parts
+        slot = (pair * parts + part) * QB + f
+        tops = tl.load(top_ptr + slot, mask=inside, other=float("-inf"))
+        new_top = tl.maximum(top, tl.max(tops, axis=0))
+        kept = tl.exp(top - new_top)
+        weight = tl.where(inside, tl.exp(tops - new_top), 0.0)
+        total = total * kept + tl.sum(weight * tl.load(sum_ptr + slot, mask=inside, other=0.0), axis=0)
+        parts_acc = tl.load(acc_ptr + slot[:, None] * D + dim[None, :], mask=inside[:, None], other=0.0)
+        acc = acc * kept + tl.sum(weight[:, None] * parts_acc, axis=0)
+        top = new_top
+    head = kv_head * groups + f // queries
+    out = out_ptr + ((row * queries + f % queries) * heads + head) * D + dim
+    tl.store(out, (acc / total).to(out_ptr.dtype.element_ty))
+
+
+def decode_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """sdpa of a decode step's few queries under an additive mask, split along the keys (each program reads
+    ``DECODE_KEYS_PER_PROGRAM`` of one row's keys for one KV head and every query head of its group, then a
+    second kernel joins the splits' softmaxes): ``query`` [rows, heads, queries, dim], ``key``/``value`` [rows,
+    kv heads, keys, dim] (heads a multiple of kv heads; no KV head copied), ``mask`` [rows, 1, queries, keys]
+    → [rows, queries, heads, dim], as transformers' attention returns it. The scores and the softmax in fp32,
+    the probabilities rounded to the values' dtype before their product (as the flash kernels do)."""
+    rows, heads, queries, dim = query.shape
+    kv_heads, keys = key.shape[1], key.shape[2]
+    groups = heads // kv_heads
+    folded = groups * queries
+    block = max(16, triton.next_power_of_2(folded))
+    key, value = (x if x.stride(-1) == 1 else x.contiguous() for x in (key, value))
+    query = query if query.stride(-1) == 1 else query.contiguous()
+    mask = mask if mask.stride(-1) == 1 else mask.contiguous()
+    parts = triton.cdiv(keys, DECODE_KEYS_PER_PROGRAM)
+    pairs = rows * kv_heads
+    acc = torch.empty((pairs * parts * block, dim), dtype=torch.float32, device=query.device)
+    top = torch.empty((pairs * parts * block,), dtype=torch.float32, device=query.device)
+    total = torch.empty_like(top)
+    ieee = query.dtype == torch.float32
+    _decode_attention_part[(pairs, parts)](
+        query, key, value, mask, acc, top, total, keys, scale, kv_heads, queries, folded, groups,
+        query.stride(0), query.stride(1), query.stride(2), key.stride(0), key.stride(1), key.stride(2),
+        value.stride(0), value.stride(1), value.stride(2), mask.stride(0), mask.stride(2),
+        QB=block, D=dim, KB=DECODE_KEY_BLOCK, SPLIT=DECODE_KEYS_PER_PROGRAM, IEEE=ieee,
+        num_warps=4, num_stages=3,
+    )  # fmt: skip
+    out = torch.empty((rows, queries, heads, dim), dtype=query.dtype, device=query.device)
+    _decode_attention_join[(pairs * folded,)](
+        acc, top, total, out, parts, kv_heads, heads, queries, folded, groups,
+        QB=block, D=dim, PB=16, num_warps=4,
+    )  # fmt: skip
+    return out
+
+
+def decode_attention_takes(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None) -> bool:
+    """Whether ``decode_attention`` computes this call: a head dim of a power of two from 16 to 256, query
+    heads a multiple of the KV heads, at most ``DECODE_MAX_QUERIES`` folded queries, one mask for every head."""
+    rows, heads, queries, dim = query.shape
+    kv_heads = key.shape[1]
+    return (
+        mask is not None
+        and mask.dim() == 4
+        and mask.shape[1] == 1
+        and mask.shape[-1] == key.shape[2]
+        and 16 <= dim <= 256
+        and dim & (dim - 1) == 0
+        and heads % kv_heads == 0
+        and heads // kv_heads * queries <= DECODE_MAX_QUERIES
+        and query.dtype == key.dtype == mask.dtype
+        and query.dtype in ROTARY_DTYPES
+    )
