@@ -24,7 +24,6 @@
 #   bash benchmarks/gpu_pending.sh fp8            # then -o precision=fp8 on it: identical share and compare against bf16
 #   bash benchmarks/gpu_pending.sh levers         # kernels alone, then the 20-episode mix: wheels/old's tree vs this
 #   bash benchmarks/gpu_pending.sh profile [FAMILY] # the 20-episode mix's phases, py-spy per thread, GPU kernels
-#   bash benchmarks/gpu_pending.sh decode        # a decode step's attention: sdpa against kernels.decode_attention
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
@@ -186,9 +185,6 @@ for a, b in (('old1', 'new1'), ('old1', 'old2'), ('new1', 'new2')): print(b, 'id
   user)
     build 300
     "$py" benchmarks/whole_run.py --data /tmp/B300 --families "${2:?user needs a family}" --json "$out/user_$2.json"
-    ;;
-  decode)  # issue 41: a decode step's attention, sdpa's kernels against the split-keys Triton kernel
-    cd benchmarks && "$py" decode_attention.py | tee "$out/decode_attention.md"
     ;;
   fused)
     "$py" benchmarks/fused_kernels.py

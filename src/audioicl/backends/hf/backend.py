@@ -166,8 +166,8 @@ class HFBackend:
         # through the language model (prompt tokens read without padding, tokens generated, and the padding
         # positions the reuse path's prefill computed besides, and those a read's rows shared and read once),
         # the reuse path's decodes and their steps, attempts out of memory
-        phases = ("features", "encode", "encode_ahead", "generate", "prefill", "decode", "decode_setup", "lost")
-        self.seconds = dict.fromkeys(phases, 0.0)
+        phases = ("features", "encode", "encode_ahead", "generate", "prefill", "decode", "decode_setup")
+        self.seconds = dict.fromkeys((*phases, "lost"), 0.0)
         counted = (
             "encoded_clips",
             "encoded_audio_tokens",
