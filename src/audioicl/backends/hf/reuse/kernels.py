@@ -186,4 +186,3 @@ def rowwise_e4m3(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     warps = 16 if block >= 8192 else 8 if block >= 2048 else 4
     _rowwise_e4m3[(rows,)](x, out, scale, rows, width, x.stride(0), BLOCK=block, num_warps=warps)
     return out, scale
-
