@@ -24,6 +24,7 @@
 #   bash benchmarks/gpu_pending.sh fp8            # then -o precision=fp8 on it: identical share and compare against bf16
 #   bash benchmarks/gpu_pending.sh levers         # kernels alone, then the 20-episode mix: wheels/old's tree vs this
 #   bash benchmarks/gpu_pending.sh profile [FAMILY] # the 20-episode mix's phases, py-spy per thread, GPU kernels
+#   bash benchmarks/gpu_pending.sh kernels [FAMILY] # the GPU kernels of 3 episodes a task by kind (in-process)
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
@@ -162,6 +163,13 @@ case "$part" in
     "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "${2:-qwen2-audio}" --reuse prefix \
       --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 1 --limit 3 --profile 3 \
       > "$out/profile_kernels.txt" 2>&1 || tail -5 "$out/profile_kernels.txt"
+    ;;
+  kernels)  # issue 41: where the GPU's time goes, by kind of kernel, over 3 episodes a task (in-process)
+    build 20
+    "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "${2:-qwen2-audio}" --reuse prefix \
+      --batch-size 128 --speeds fused --logit-episodes 0 --repeats 1 --limit 3 --profile 3 \
+      > "$out/kernels.txt" 2>&1 || true
+    grep -A30 "^| kernels" "$out/kernels.txt"
     ;;
   levers)  # issue 41: the kernels alone, then the 20-episode mix through audioicl run, the tree in wheels/old
     # (the code before) and this one taking turns on one kept checkpoint (the first run a throwaway), and

@@ -116,6 +116,37 @@ def profile_stretch(backend: HFBackend, options: RunOptions, episodes: int) -> N
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         run(probe, report=lambda _: None, backend=backend)
     print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25, max_name_column_width=70))
+    print("| kernels | CUDA ms | share |\n|---|---|---|")
+    by_kind = kernel_kinds(prof)
+    for kind, ms in sorted(by_kind.items(), key=lambda item: -item[1]):
+        print(f"| {kind} | {ms:.0f} | {ms / sum(by_kind.values()):.1%} |")
+
+
+KERNEL_KINDS = (  # (kind, what its kernels' names contain), first match wins
+    ("matmuls", ("nvjet", "gemm", "cutlass", "xmma", "scaled_mm", "cublas")),
+    ("attention", ("sdpa", "fmha", "flash", "attention", "cudnn")),
+    ("fused norm", ("_rms_norm",)),
+    ("fused silu x up", ("_silu_mul",)),
+    ("fused rotary", ("_rotary",)),
+    ("fp8 input quantization", ("_rowwise_e4m3",)),
+    ("concatenations", ("CatArray",)),
+    ("index copies (the static cache's writes)", ("index_elementwise", "index_copy", "indexing")),
+    ("copies", ("direct_copy", "copy_kernel", "Memcpy", "memcpy")),
+    ("fills", ("fill", "Memset", "memset")),
+    ("reductions", ("reduce_kernel", "Reduce")),
+    ("other elementwise", ("elementwise",)),
+)
+
+
+def kernel_kinds(prof) -> dict[str, float]:
+    """A profile's GPU kernels' own milliseconds by ``KERNEL_KINDS`` (the rest: ``other``)."""
+    made: dict[str, float] = {}
+    for event in prof.key_averages():
+        if event.key.startswith(("aten::", "cuda", "Activity")) or not event.self_device_time_total:
+            continue
+        kind = next((k for k, parts in KERNEL_KINDS if any(p in event.key for p in parts)), "other")
+        made[kind] = made.get(kind, 0.0) + event.self_device_time_total / 1e3
+    return made
 
 
 def clip_seconds(data: Path, paths: list[str], cache: dict[str, float]) -> float:
