@@ -717,3 +717,63 @@ def test_episodes_of_one_task_read_their_instruction_and_letter_bank_once(reques
     backend.reset_counters()
     assert [r.text for r in backend.generate(requests, config)] == expected
     assert backend.work["lm_read_once"] > 2 * 26 * 10  # the bank's clips, twice spared
+
+
+def test_a_reads_cache_counts_its_writes_on_the_decoders_device_one_counter_a_layer(prefix_backends):
+    """transformers makes each static layer's write position on the CPU and copies it to the GPU at the
+    layer's first write: a copy that waits for every kernel queued before it, once a layer a read."""
+    parts = prefix_backends["qwen2-audio"].path.parts
+    device = parts.decoder.get_input_embeddings().weight.device
+    cache = parts.cache(48)
+    counters = [layer.cumulative_length for layer in cache.layers]
+    assert all(c.device == device and c.dtype == torch.long and int(c) == 0 for c in counters)
+    assert len({id(c) for c in counters}) == len(counters)  # each layer's own, as transformers makes them
+
+
+def test_with_a_capture_ahead_the_host_queues_the_first_steps_before_waiting_and_stops_alike(
+    prefix_backends, monkeypatch
+):
+    """With CUDA graphs, the first decode step and the capture are queued behind the prefill without
+    waiting for it (whether every prompt stopped is asked from the second step on): the same tokens as a
+    decode that asks after every step, prompts that stop at their first token included."""
+    from audioicl.backends.hf.reuse import decode
+    from audioicl.backends.hf.reuse.graphs import FastPaths
+
+    backend = prefix_backends["qwen2-audio"]
+    parts, cpu = backend.path.parts, torch.device("cpu")
+    generator = torch.Generator().manual_seed(5)
+    sequences = [
+        sequence(i, str(i), torch.randint(AUDIO + 1, 500, (20 + 3 * i,), generator=generator).tolist())
+        for i in range(4)
+    ]
+    rows = pack(sequences, share=True)
+    events: list[str] = []
+    real_bool = torch.Tensor.__bool__
+
+    def waits(tensor):  # every ``bool(...)`` of a tensor in decode.py: the host waiting for the device
+        if sys._getframe(1).f_code.co_filename == decode.__file__:
+            events.append("wait")
+        return real_bool(tensor)
+
+    def captured(step, paths):
+        events.append("capture")
+        return step
+
+    monkeypatch.setattr(torch.Tensor, "__bool__", waits)
+    monkeypatch.setattr(decode, "replayed", captured)
+    graphs = FastPaths(compile=False, cuda_graphs=True, asked={})
+    with torch.inference_mode():
+        plain = decode.generate_rows(parts, [rows], {}, 6, [10**6], 0, torch.float32, cpu)
+        events.clear()
+        ahead = decode.generate_rows(parts, [rows], {}, 6, [10**6], 0, torch.float32, cpu, paths=graphs)
+        assert ahead == plain
+        assert events[:2] == ["capture", "wait"]
+        # every prompt stops at its first token: the capture's two steps run, the answers are cut alike
+        firsts = {tokens[0] for tokens in plain.values()}
+        stopped = decode.generate_rows(parts, [rows], {}, 6, firsts, 0, torch.float32, cpu)
+        stopped_ahead = decode.generate_rows(
+            parts, [rows], {}, 6, firsts, 0, torch.float32, cpu, paths=graphs
+        )
+    assert all(len(tokens) == 1 for tokens in stopped.values())
+    assert {i: tokens[:1] for i, tokens in stopped_ahead.items()} == stopped
+    assert all(len(tokens) == 3 for tokens in stopped_ahead.values())

@@ -276,41 +276,47 @@ def generate_rows(
 ) -> dict[int, list[int]]:
     """Greedy tokens (``steps`` at most, fewer once every prompt has stopped) for every prompt in ``reads``
     (rows read together, ``prefill``; all decoded together), by request index. ``seconds``: where the time
-    went is added to its ``prefill`` and ``decode`` (and of the decode, its first two steps to
-    ``decode_setup``: the eager one and the CUDA graph's capture). ``paths``: with CUDA graphs on, the first decode step
-    runs eagerly (compiling and warming what it needs), the rest replay its capture. ``work``: the positions
-    read once for several rows are added to its ``lm_read_once``, the decode to ``decodes`` and its steps
-    after the prefill's token to ``decode_steps``."""
+    went is added to its ``prefill`` and ``decode`` (and of the decode, to ``decode_setup``, what its first
+    two steps took past the prefill's end: the eager one and the CUDA graph's capture). ``paths``: with CUDA
+    graphs on, the first decode step runs eagerly (compiling and warming what it needs), the rest replay its
+    capture; the host queues both behind the prefill's kernels without waiting for them, and asks whether
+    every prompt has stopped from the second step on. ``work``: the positions read once for several rows are
+    added to its ``lm_read_once``, the decode to ``decodes`` and its steps after the prefill's token to
+    ``decode_steps``."""
     seconds = {} if seconds is None else seconds
-    started = time.perf_counter()
+    clock = _ReadClock(device)
+    stops = _on_device(stop_ids, device)
     done_reading = prefill(parts, reads, audio, steps - 1, pad_id, dtype, device, work)
+    clock.read()
     plan, cache = done_reading.plan, done_reading.cache
     tokens = done_reading.logits.argmax(-1)  # [rows, width]
     generated = [tokens]
-    stops = torch.tensor(list(stop_ids), device=device)
     done = torch.isin(tokens, stops)
-    finished = bool(done.all())  # waits for the prefill
-    read = time.perf_counter()
-    seconds["prefill"] = seconds.get("prefill", 0.0) + read - started
+    capturing = paths is not None and paths.cuda_graphs and steps - 1 > 2
+    finished = False if capturing else bool(done.all())  # without a capture, waits for the prefill
     step = DecodeStep(parts, plan, cache, steps - 1, dtype)
     run = step.run
-    set_up = read
+    set_up = None
     for t in range(steps - 1):
         if finished:
             break
-        if t == 1 and paths is not None and steps - 1 > 2:
+        if t == 1 and capturing:
             run = replayed(step.run, paths)
         step.load(tokens, t)
         tokens = run().clone()
         generated.append(tokens)
         done |= torch.isin(tokens, stops)
-        finished = bool(done.all())  # waits for the step
+        if t >= 1 or not capturing:
+            finished = bool(done.all())  # waits for the step
         if t == 1:
             set_up = time.perf_counter()
     table = torch.stack(generated, dim=-1).tolist()  # [rows, width, steps]
     finish = time.perf_counter()
-    seconds["decode"] = seconds.get("decode", 0.0) + finish - read
-    seconds["decode_setup"] = seconds.get("decode_setup", 0.0) + (set_up if set_up > read else finish) - read
+    reading = clock.seconds()
+    seconds["prefill"] = seconds.get("prefill", 0.0) + reading
+    seconds["decode"] = seconds.get("decode", 0.0) + finish - clock.started - reading
+    setting_up = max((set_up or finish) - clock.started - reading, 0.0)
+    seconds["decode_setup"] = seconds.get("decode_setup", 0.0) + setting_up
     if work is not None:
         work["decodes"] = work.get("decodes", 0) + 1
         work["decode_steps"] = work.get("decode_steps", 0) + len(generated) - 1
@@ -319,3 +325,38 @@ def generate_rows(
         for r, row in enumerate(row for run in reads for row in run)
         for m, member in enumerate(row.members)
     }
+
+
+class _ReadClock:
+    """When a decode's prefill ended, for its seconds (``seconds()``, once the decode is done): on a GPU, by
+    CUDA events around the prefill's kernels (the host queues the decode's first steps before they finish);
+    elsewhere, where every kernel has run when it returns, by the host's clock."""
+
+    def __init__(self, device: torch.device):
+        self.started = time.perf_counter()
+        self._ended = self.started
+        self._events = None
+        if device.type == "cuda":
+            self._events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            self._events[0].record()
+
+    def read(self) -> None:
+        """The prefill's last kernel is queued."""
+        if self._events is None:
+            self._ended = time.perf_counter()
+        else:
+            self._events[1].record()
+
+    def seconds(self) -> float:
+        if self._events is None:
+            return self._ended - self.started
+        return self._events[0].elapsed_time(self._events[1]) / 1e3
+
+
+def _on_device(values: Sequence[int], device: torch.device) -> torch.Tensor:
+    """``values`` as a tensor on ``device``; to a GPU from pinned memory, so that the copy waits for
+    nothing queued before it (a copy from pageable memory waits for the whole stream)."""
+    made = torch.tensor(list(values), dtype=torch.long)
+    if device.type == "cuda":
+        return made.pin_memory().to(device, non_blocking=True)
+    return made.to(device)

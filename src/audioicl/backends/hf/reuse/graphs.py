@@ -20,7 +20,7 @@ import sys
 import types
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -330,17 +330,47 @@ def compile_failure(exc: BaseException) -> bool:
 
 class Replay:
     """``step()`` (a function of fixed input buffers returning a tensor) captured once as a CUDA graph;
-    calling it replays the graph and returns the same output buffer, overwritten."""
+    calling it replays the graph and returns the same output buffer, overwritten.
+
+    Captured on a stream of its own without ``torch.cuda.graph``'s preliminaries: it waits for the whole
+    device and empties the allocator's cache before every capture, so the host could not capture a decode's
+    step while its prefill still ran, and the next read's cache had to be mapped again. A capture runs
+    nothing, so the work queued before it needs no waiting for; ``thread_local``: the runner's preparing
+    thread extracts features and encodes clips on the GPU during the capture."""
 
     def __init__(self, step: Callable[[], torch.Tensor]):
         self.graph = torch.cuda.CUDAGraph()
-        # thread_local: the runner's preparing thread extracts features on the GPU during the capture
-        with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
-            self.out = step()
+        with torch.cuda.stream(_capture_stream()):
+            self.graph.capture_begin(capture_error_mode="thread_local")
+            try:
+                self.out = step()
+            except BaseException:
+                _end_failed_capture(self.graph)
+                raise
+            self.graph.capture_end()
 
     def __call__(self) -> torch.Tensor:
         self.graph.replay()
         return self.out
+
+
+_CAPTURE_STREAMS: dict[int, torch.cuda.Stream] = {}
+
+
+def _capture_stream() -> torch.cuda.Stream:
+    """The current device's stream that ``Replay`` captures on (one per device, as ``torch.cuda.graph``
+    keeps)."""
+    device = torch.cuda.current_device()
+    if device not in _CAPTURE_STREAMS:
+        _CAPTURE_STREAMS[device] = torch.cuda.Stream(device)
+    return _CAPTURE_STREAMS[device]
+
+
+def _end_failed_capture(graph: torch.cuda.CUDAGraph) -> None:
+    """End a capture whose step raised, so its stream captures no more (its own error is the one raised;
+    an invalidated capture refuses to end cleanly)."""
+    with suppress(RuntimeError):
+        graph.capture_end()
 
 
 def replayed(step: Callable[[], torch.Tensor], paths: FastPaths) -> Callable[[], torch.Tensor]:

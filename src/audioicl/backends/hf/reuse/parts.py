@@ -71,11 +71,17 @@ class ModelParts:
     def cache(self, length: int) -> Any:
         """A static KV cache of ``length`` positions for every layer: sliding layers keep every position too
         (transformers' sliding layers keep a ring of the window, which the rows' layout cannot index; their
-        masks keep the window)."""
+        masks keep the window). Each layer's write position starts on the decoder's device: transformers
+        makes it on the CPU and copies it over at the layer's first write, a copy that waits for every kernel
+        queued before it (once a layer a read: the host could not queue more than a layer ahead of the GPU)."""
         cache = StaticCache(config=self.text_config, max_cache_len=length)
+        device = self.decoder.get_input_embeddings().weight.device
         for at, layer in enumerate(cache.layers):
             if getattr(layer, "is_sliding", False):
-                cache.layers[at] = StaticLayer(max_cache_len=length)
+                cache.layers[at] = layer = StaticLayer(max_cache_len=length)
+            written = getattr(layer, "cumulative_length", None)
+            if isinstance(written, torch.Tensor) and written.device != device:
+                layer.cumulative_length = torch.zeros_like(written, device=device)
         return cache
 
 
