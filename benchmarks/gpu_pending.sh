@@ -14,7 +14,7 @@
 #   bash benchmarks/gpu_pending.sh before        # the tree in wheels/old over the same runs (the baseline)
 #   bash benchmarks/gpu_pending.sh omni20        # the Omni thinkers over 20 episodes a task (issue 23's mix)
 #   bash benchmarks/gpu_pending.sh ramp          # the Omni thinkers' 20-episode mix: windows 1, 2, 4 batches vs 4
-#   bash benchmarks/gpu_pending.sh row20 FAMILIES # each family's row: its mix by plain generate and by default
+#   bash benchmarks/gpu_pending.sh row20 FAMILIES # each family's row: its mix by default, 5 episodes by plain generate
 #   bash benchmarks/gpu_pending.sh same20 FAMILY # its 20-episode mix, reuse=off and prefix: the answers' identical share
 #   bash benchmarks/gpu_pending.sh encode        # the reuse path's encoder at 32, 64 and 128 clips a call
 #   bash benchmarks/gpu_pending.sh voxtral       # Voxtral's row, now on the fast path (45 prompts)
@@ -110,12 +110,14 @@ case "$part" in
       done
     done
     ;;
-  row20)  # issue 41: each family's row of docs/performance.md through audioicl run: its 20-episode mix by plain
-    # `generate` (-o reuse=off) and by default, prompts/s, their ratio, peak memory, the identical share; the
-    # families as a comma list (a 7B checkpoint's save and two runs take 4-6 minutes: one or two a call)
+  row20)  # issue 41: each family's row of docs/performance.md through audioicl run: its 20-episode mix by
+    # default, plain `generate` (-o reuse=off) over its first 5 episodes a task (the same tasks and k; 4x fewer
+    # prompts, so that every family fits one session's device time: plain generate takes ~3 minutes a 7B family
+    # over the whole mix), prompts/s of each, peak memory, the identical share on the prompts both answered;
+    # the families as a comma list (a 7B family's save and two runs: about 2 minutes)
     build 20
     "$py" benchmarks/whole_run.py --data /tmp/B20 --families "${2:?row20 needs families}" \
-      --run "plain=-o reuse=off --name plain" --run "default=" --json "$out/row20_${2//,/_}.json"
+      --run "default=" --run "plain=-o reuse=off --name plain --limit 5" --json "$out/row20_${2//,/_}.json"
     ;;
   same20)
     family=${2:?same20 needs a family}
