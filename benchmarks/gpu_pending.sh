@@ -24,6 +24,7 @@
 #   bash benchmarks/gpu_pending.sh fp8            # then -o precision=fp8 on it: identical share and compare against bf16
 #   bash benchmarks/gpu_pending.sh levers         # kernels alone, then the 20-episode mix: wheels/old's tree vs this
 #   bash benchmarks/gpu_pending.sh profile [FAMILY] # the 20-episode mix's phases, py-spy per thread, GPU kernels
+#   bash benchmarks/gpu_pending.sh sdpa          # the prefill of 12 episodes a task under each choice of sdpa kernels
 #   bash benchmarks/gpu_pending.sh kernels [FAMILY] # the GPU kernels of 3 episodes a task by kind (in-process)
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
@@ -165,6 +166,12 @@ case "$part" in
     "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "${2:-qwen2-audio}" --reuse prefix \
       --batch-size 128 --speeds graphs --logit-episodes 0 --repeats 1 --limit 3 --profile 3 \
       > "$out/profile_kernels.txt" 2>&1 || tail -5 "$out/profile_kernels.txt"
+    ;;
+  sdpa)  # issue 41: the prefill's attention is a third of its matmuls' time: which sdpa kernel for its causal head
+    # and which for the rest under the mask (in-process, the fused kernels in force)
+    build 20
+    cd benchmarks && "$py" prefill_attention.py --data /tmp/B20 --episodes 12 --batch-size 128 --repeats 3 \
+      | tee "$out/sdpa.md"
     ;;
   kernels)  # issue 41: where the GPU's time goes, by kind of kernel, over 3 episodes a task (in-process)
     build 20

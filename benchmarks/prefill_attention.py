@@ -2,9 +2,10 @@
 
 A full-size model with random weights; the first ``--episodes`` episodes of every task at every k, packed into
 rows as the ``hf`` backend packs them (``reuse=prefix``) and cut into batches of ``--batch-size`` prompts.
-For each choice of SDPA kernels: the median over ``--repeats`` of the time to prefill all batches (audio
-embeddings made beforehand, not timed), its ratio to the default choice, and the first-position logits'
-relative error against the default's. Then one profiled pass of the default: CUDA time by kernel class.
+For each choice of SDPA kernels (``CHOICES``: which takes a read's causal head, which the rest under its mask): the
+median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
+kernels in force, as a run reads), its ratio to the default choice, and the first-position logits' relative error
+against the default's. Then one profiled pass of the default: CUDA time by kernel class.
 
     python benchmarks/prefill_attention.py --data FULL --episodes 12 --batch-size 128
 """
@@ -27,10 +28,20 @@ from audioicl.backends.hf.reuse.rows import batches
 from audioicl.testing import full_size_model
 from audioicl.testing.requests import episode_major_requests, packed_rows
 
+# sdpa's kernels by priority (``sdpa_kernel(..., set_priority=True)``): the causal head goes to the first that takes a
+# causal call without a mask (its lower-right variant to flash or efficient only), the rest of the read (under the
+# mask) to the first that takes a mask (cuDNN or efficient)
+FLASH, CUDNN, EFFICIENT = (
+    SDPBackend.FLASH_ATTENTION,
+    SDPBackend.CUDNN_ATTENTION,
+    SDPBackend.EFFICIENT_ATTENTION,
+)
 CHOICES = {
     "default": None,
-    "efficient": [SDPBackend.EFFICIENT_ATTENTION],
-    "cudnn": [SDPBackend.CUDNN_ATTENTION],
+    "flash head, cudnn rest": [FLASH, CUDNN, EFFICIENT],
+    "cudnn head, efficient rest": [CUDNN, EFFICIENT],
+    "flash head, efficient rest": [FLASH, EFFICIENT],
+    "efficient": [EFFICIENT],
 }
 KERNEL_CLASSES = (
     ("attention", ("fmha", "attention", "flash", "cudnn", "sdpa", "softmax")),
@@ -39,22 +50,23 @@ KERNEL_CLASSES = (
 
 
 def kernels(choice: list[SDPBackend] | None):
-    return sdpa_kernel(choice) if choice else contextlib.nullcontext()
+    return sdpa_kernel(choice, set_priority=True) if choice else contextlib.nullcontext()
 
 
 def prefill_all(backend: HFBackend, work, steps: int) -> list[torch.Tensor]:
     """Every batch prefilled; the first-position logits of each (float32, on the GPU)."""
     out = []
     for batch, audio in work:
-        done = prefill(
-            backend.path.parts,
-            [batch],
-            audio,
-            steps,
-            backend.pad_token_id,
-            backend.model.dtype,
-            backend.device,
-        )
+        with backend.path._fused_kernels():  # as the run reads: norms, MLPs and rotary through Triton
+            done = prefill(
+                backend.path.parts,
+                [batch],
+                audio,
+                steps,
+                backend.pad_token_id,
+                backend.model.dtype,
+                backend.device,
+            )
         out.append(done.logits.float())
         del done
     torch.cuda.synchronize()
