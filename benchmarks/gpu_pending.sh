@@ -24,7 +24,7 @@
 #   bash benchmarks/gpu_pending.sh fp8            # then -o precision=fp8 on it: identical share and compare against bf16
 #   bash benchmarks/gpu_pending.sh levers         # kernels alone, then the 20-episode mix: wheels/old's tree vs this
 #   bash benchmarks/gpu_pending.sh profile [FAMILY] # the 20-episode mix's phases, py-spy per thread, GPU kernels
-#   bash benchmarks/gpu_pending.sh sdpa          # the prefill of 12 episodes a task under each choice of sdpa kernels
+#   bash benchmarks/gpu_pending.sh sdpa          # the prefill of 12 episodes a task: each choice of sdpa kernels, rows a call
 #   bash benchmarks/gpu_pending.sh kernels [FAMILY] # the GPU kernels of 3 episodes a task by kind (in-process)
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
@@ -171,7 +171,7 @@ case "$part" in
     # and which for the rest under the mask (in-process, the fused kernels in force)
     build 20
     cd benchmarks && "$py" prefill_attention.py --data /tmp/B20 --episodes 12 --batch-size 128 --repeats 3 \
-      | tee "$out/sdpa.md"
+      --rows-a-call 0,8,4,1 | tee "$out/sdpa.md"
     ;;
   kernels)  # issue 41: where the GPU's time goes, by kind of kernel, over 3 episodes a task (in-process)
     build 20

@@ -2,7 +2,8 @@
 
 A full-size model with random weights; the first ``--episodes`` episodes of every task at every k, packed into
 rows as the ``hf`` backend packs them (``reuse=prefix``) and cut into batches of ``--batch-size`` prompts.
-For each choice of SDPA kernels (``CHOICES``: which takes a read's causal head, which the rest under its mask): the
+For each choice of SDPA kernels (``CHOICES``: which takes a read's causal head, which the rest under its mask), then
+for each ``--rows-a-call`` (``attention.PREFILL_ROWS_A_CALL``: a read's attention in calls of that many rows): the
 median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
 kernels in force, as a run reads), its ratio to the default choice, and the first-position logits' relative error
 against the default's. Then one profiled pass of the default: CUDA time by kernel class.
@@ -23,6 +24,7 @@ from gpu_throughput import relative_error
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from audioicl.backends.hf.backend import HFBackend
+from audioicl.backends.hf.reuse import attention
 from audioicl.backends.hf.reuse.decode import prefill
 from audioicl.backends.hf.reuse.rows import batches
 from audioicl.testing import full_size_model
@@ -89,6 +91,11 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument(
+        "--rows-a-call",
+        default="0",
+        help="attention.PREFILL_ROWS_A_CALL values, each a row of its own (with the default kernels; 0: one call)",
+    )
     args = parser.parse_args()
 
     model, processor = full_size_model(args.family, "cuda", torch.bfloat16)
@@ -109,7 +116,10 @@ def main() -> None:
         )
         reference = None
         table = []
-        for label, choice in CHOICES.items():
+        runs = [(label, choice, 0) for label, choice in CHOICES.items()]
+        runs += [(f"default, {n} rows a call", None, int(n)) for n in args.rows_a_call.split(",") if int(n)]
+        for label, choice, rows_a_call in runs:
+            attention.PREFILL_ROWS_A_CALL = rows_a_call
             try:
                 with kernels(choice):
                     prefill_all(backend, work, steps)  # warm-up

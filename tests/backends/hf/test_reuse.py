@@ -25,7 +25,12 @@ from audioicl.backends.hf import KIND as HF  # noqa: E402
 from audioicl.backends.hf.backend import HFBackend  # noqa: E402
 from audioicl.backends.hf.features import feature_batch  # noqa: E402
 from audioicl.backends.hf.load import reuse_for  # noqa: E402
-from audioicl.backends.hf.reuse.attention import PrefillShape, prefill_attention, prefill_shape  # noqa: E402
+from audioicl.backends.hf.reuse.attention import (  # noqa: E402
+    PrefillCall,
+    PrefillShape,
+    prefill_attention,
+    prefill_shape,
+)
 from audioicl.backends.hf.reuse.rows import (  # noqa: E402
     ClipSpan,
     TokenSequence,
@@ -139,31 +144,44 @@ def test_a_prefills_causal_head_is_what_every_row_reads_causally_and_no_query_re
     )
     plan = layout(rows, steps=3, pad_id=0, device=torch.device("cpu"), align=1)
     assert plan.total == plan.prefill + 3 * 2  # the decode's slots after the read
-    assert prefill_shape(plan.visible(slice(0, plan.prefill)), slice(0, plan.prefill)) == PrefillShape(5, 9)
-    assert prefill_shape(plan.visible(slice(2, 9)), slice(2, 9)) == PrefillShape(
-        3, 9
-    )  # after a common prefix
+    whole = prefill_shape(plan.visible(slice(0, plan.prefill)), slice(0, plan.prefill))
+    assert whole == PrefillShape(0, (PrefillCall(0, 2, 5, 9),))
+    assert (whole.causal, whole.keys) == (5, 9)
+    after = prefill_shape(plan.visible(slice(2, 9)), slice(2, 9))  # after a common prefix
+    assert after == PrefillShape(2, (PrefillCall(0, 2, 3, 9),))
+    # a call a row: each its own causal head (a's trunk of 8, b's of 5) and keys to its own end (9 and 6)
+    lengths = torch.tensor([row.length for row in rows])
+    assert prefill_shape(plan.visible(slice(0, 9)), slice(0, 9), lengths, rows_a_call=1) == PrefillShape(
+        0, (PrefillCall(0, 1, 8, 9), PrefillCall(1, 2, 5, 6))
+    )
     packed = layout(pack_rows(rows), steps=1, pad_id=0, device=torch.device("cpu"), align=1)
     assert prefill_shape(packed.visible(slice(0, 6)), slice(0, 6)).causal == 5
 
 
-@pytest.mark.parametrize(("start", "groups"), [(0, 1), (3, 1), (3, 2)])
-def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups):
+@pytest.mark.parametrize(
+    ("start", "groups", "rows_a_call"), [(0, 1, 0), (3, 1, 0), (3, 2, 0), (3, 2, 1), (0, 1, 2)]
+)
+def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups, rows_a_call):
     """A read's span from ``start`` (a common prefix in the cache before it) over a cache with the decode's
-    slots after it, with grouped queries: the same output as sdpa over every key under the additive mask."""
+    slots after it, with grouped queries, in one call or in calls of ``rows_a_call`` rows (each to its own
+    longest row): the same output as sdpa over every key under the additive mask, at every position that
+    is not padding (a call's queries after its last key, padding in each of its rows, are zeros)."""
     from audioicl.backends.hf.reuse.rows import additive_mask
 
     rows = pack(
         [sequence(0, "a", list(range(1, 81))), sequence(1, "a", [*range(1, 41), 7, 7, 7])]
-        + [sequence(2, "b", list(range(1, 71))), sequence(3, "b", [*range(1, 51), 8])],
+        + [sequence(2, "b", list(range(1, 71))), sequence(3, "b", [*range(1, 51), 8])]
+        + [sequence(4, "c", list(range(1, 31))), sequence(5, "c", [*range(1, 21), 9, 9])],
         share=True,
     )
     plan = layout(rows, steps=4, pad_id=0, device=torch.device("cpu"), align=8)
     span = slice(start, plan.prefill)
     visible = plan.visible(span)
     mask = additive_mask(visible, torch.float32)
-    shape = prefill_shape(visible, span)
+    lengths = torch.tensor([row.length for row in rows])
+    shape = prefill_shape(visible, span, lengths, rows_a_call)
     assert 0 < shape.causal < span.stop - span.start and shape.keys == plan.prefill < plan.total
+    assert len(shape.calls) == (-(-len(rows) // rows_a_call) if rows_a_call else 1)
     heads, dim = 4, 16
     generator = torch.Generator().manual_seed(start + groups)
     query = torch.randn(len(rows), heads, span.stop - span.start, dim, generator=generator)
@@ -175,7 +193,11 @@ def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups):
     ).transpose(1, 2)
     made = prefill_attention(module, query, key, value, mask, shape, None)
     assert made.shape == expected.shape and made.is_contiguous()
-    torch.testing.assert_close(made, expected, rtol=1e-5, atol=1e-5)
+    for r, row in enumerate(rows):
+        real = slice(0, row.length - start)  # the row's positions of the span before its padding
+        torch.testing.assert_close(made[r, real], expected[r, real], rtol=1e-5, atol=1e-5)
+    if not rows_a_call:
+        torch.testing.assert_close(made, expected, rtol=1e-5, atol=1e-5)  # padding too
 
 
 # --------------------------------------------------------------------------- options
@@ -265,6 +287,18 @@ def test_reuse_answers_equal_generate_from_scratch_for_every_task_and_k(
     prefix_backends, one_episode_each, family
 ):
     assert_reuse_answers_equal_generate(prefix_backends[family], one_episode_each)
+
+
+@pytest.mark.parametrize("rows_a_call", [1, 2])
+def test_a_prefills_attention_in_calls_of_a_few_rows_answers_as_generate_from_scratch(
+    prefix_backends, one_episode_each, monkeypatch, rows_a_call
+):
+    """Each call its own causal head and its keys to its own longest row; the queries after them, padding in
+    every row of the call, get zeros: nothing a prompt reads."""
+    from audioicl.backends.hf.reuse import attention
+
+    monkeypatch.setattr(attention, "PREFILL_ROWS_A_CALL", rows_a_call)
+    assert_reuse_answers_equal_generate(prefix_backends["qwen2-audio"], one_episode_each)
 
 
 @pytest.fixture(scope="module")

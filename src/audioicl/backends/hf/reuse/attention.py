@@ -21,6 +21,9 @@ causally (``PrefillShape.causal``, from the mask itself) go through sdpa's causa
 lower triangle, and only the rest through the mask. No prefill query reads a key after the read's last position,
 so the keys stop there (``PrefillShape.keys``; the static cache holds the decode's slots and, for a shorter
 read decoded with longer ones, more). The same attention: each query's softmax over exactly its visible keys.
+With ``PREFILL_ROWS_A_CALL`` rows a call, each call has the causal head its own rows share and its keys end at
+its own longest row: rows of a read differ in length, and a read's head is its shortest trunk
+(``benchmarks/prefill_attention_work.py`` counts what each choice computes; 0, one call, until measured).
 
 **Grouped queries under a mask** (``reuse_attention``, in place of sdpa). With an attention mask (the reuse
 path always has one: prompts share rows), transformers' sdpa copies every KV head once per query head of its
@@ -99,23 +102,64 @@ def _window_layout(
     return made
 
 
-@dataclass(frozen=True)
-class PrefillShape:
-    """What a prefill's queries read: the first ``causal`` of them, in every row, each key up to its own
-    position and nothing else; none of them a key at ``keys`` or after."""
+PREFILL_ROWS_A_CALL = 0  # a read's rows attended to in one call of the prefill's attention (0: all of them)
 
+
+@dataclass(frozen=True)
+class PrefillCall:
+    """One call of a prefill's attention: rows ``first`` to ``stop`` of the read, its first ``causal`` queries
+    read causally in each of them, no query of them reads a key at ``keys`` or after (their longest row ends
+    there: the queries from there on are padding in every one of them)."""
+
+    first: int
+    stop: int
     causal: int
     keys: int
 
 
-def prefill_shape(visible: torch.Tensor, queries: slice) -> PrefillShape:
+@dataclass(frozen=True)
+class PrefillShape:
+    """What a prefill's queries read, the span from position ``start`` on (a common prefix before it is in the
+    cache), by call of its attention."""
+
+    start: int
+    calls: tuple[PrefillCall, ...]
+
+    @property
+    def causal(self) -> int:
+        """The queries every row of the read reads causally."""
+        return min(call.causal for call in self.calls)
+
+    @property
+    def keys(self) -> int:
+        """Where the read's keys end."""
+        return max(call.keys for call in self.calls)
+
+
+def prefill_shape(
+    visible: torch.Tensor, queries: slice, lengths: torch.Tensor | None = None, rows_a_call: int | None = None
+) -> PrefillShape:
     """The ``PrefillShape`` of ``visible`` [rows, queries, keys], the visibility of the query positions
     ``queries`` (a prefill's span: no query sees a key after itself, ``rows.Layout.visible``): a query reads
-    causally where its visible keys number its position plus one."""
+    causally where its visible keys number its position plus one. Its rows in calls of ``rows_a_call``
+    (``PREFILL_ROWS_A_CALL`` where None; 0: one call), each with the causal queries all its rows share and the
+    keys up to its longest row (``lengths``: each row's positions before its padding; without, the span's
+    end)."""
+    rows_a_call = PREFILL_ROWS_A_CALL if rows_a_call is None else rows_a_call
     counts = visible.sum(-1)
     expected = torch.arange(queries.start + 1, queries.stop + 1, device=visible.device)
-    exact = (counts == expected).all(0)
-    return PrefillShape(int(exact.int().cumprod(0).sum()), queries.stop)
+    causal = (counts == expected).int().cumprod(1).sum(1)
+    if lengths is None or not rows_a_call:
+        lengths = torch.full_like(causal, queries.stop)
+    per_row = torch.stack([causal, lengths.to(causal)]).tolist()  # one wait for the device
+    rows = len(per_row[0])
+    step = rows_a_call or rows
+    calls = []
+    for first in range(0, rows, step):
+        stop = min(first + step, rows)
+        keys = max(queries.start + 1, min(max(per_row[1][first:stop]), queries.stop))
+        calls.append(PrefillCall(first, stop, min(per_row[0][first:stop]), keys))
+    return PrefillShape(queries.start, tuple(calls))
 
 
 def prefill_attention(
@@ -129,14 +173,44 @@ def prefill_attention(
     **kwargs: Any,
 ) -> torch.Tensor:
     """sdpa attention of a prefill's ``query`` [rows, heads, queries, dim] (the module docstring's causal
-    head): its first ``shape.causal`` queries through the causal kernel, the rest under ``attention_mask``,
-    every key from ``shape.keys`` on left out → [rows, queries, heads, dim], as sdpa's path returns it."""
-    key, value = key[:, :, : shape.keys], value[:, :, : shape.keys]
-    queries = query.shape[2]
-    head = min(shape.causal, queries)
+    head) call by call of ``shape``: in each, its first ``causal`` queries through the causal kernel, the rest
+    up to its last key under ``attention_mask``, every key from there on left out → [rows, queries, heads, dim],
+    as sdpa's path returns it (a query after a call's last key, padding, gets zeros)."""
+    if len(shape.calls) == 1 and shape.calls[0].keys - shape.start == query.shape[2]:
+        return _attend_rows(
+            module, query, key, value, attention_mask, shape.start, shape.calls[0], scaling, kwargs
+        )
+    rows, heads, queries, dim = query.shape
+    out = query.new_zeros((rows, queries, heads, dim))
+    for call in shape.calls:
+        taken = slice(call.first, call.stop)
+        made = _attend_rows(
+            module, query[taken], key[taken], value[taken], attention_mask[taken], shape.start, call, scaling,
+            kwargs,
+        )  # fmt: skip
+        out[taken, : made.shape[1]] = made
+    return out
+
+
+def _attend_rows(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor,
+    start: int,
+    call: PrefillCall,
+    scaling: float | None,
+    kwargs: dict[str, Any],
+) -> torch.Tensor:
+    """One call of ``prefill_attention``: the queries before ``call.keys`` of these rows → [rows, call.keys -
+    start, heads, dim]."""
+    span = call.keys - start
+    key, value = key[:, :, : call.keys], value[:, :, : call.keys]
+    head = min(call.causal, span)
     made = []
     if head:
-        seen = shape.keys - queries + head  # the cache's positions before the span, and the head's own
+        seen = start + head  # the cache's positions before the span, and the head's own
         groups = getattr(module, "num_key_value_groups", 1)
         first = torch.nn.functional.scaled_dot_product_attention(
             query[:, :, :head],
@@ -146,9 +220,9 @@ def prefill_attention(
             scale=scaling,
         )
         made.append(first.transpose(1, 2))
-    if head < queries:
+    if head < span:
         rest, _ = sdpa_attention_forward(
-            module, query[:, :, head:], key, value, attention_mask[:, :, head:, : shape.keys],
+            module, query[:, :, head:span], key, value, attention_mask[:, :, head:span, : call.keys],
             scaling=scaling, **kwargs,
         )  # fmt: skip
         made.append(rest)

@@ -13,7 +13,7 @@ from transformers.cache_utils import StaticLayer
 from transformers.masking_utils import create_bidirectional_mask
 
 from .attention import PREFILL_ATTRIBUTE, attention_in_force, batched_windows, prefill_shape
-from .rows import Layout, additive_mask
+from .rows import PAD_SLOT, Layout, additive_mask
 
 # --------------------------------------------------------------------------- the model's parts
 
@@ -60,7 +60,8 @@ class ModelParts:
         visible = plan.visible(queries, rows)
         made = {"full_attention": additive_mask(visible, dtype)}
         if prefill:
-            setattr(made["full_attention"], PREFILL_ATTRIBUTE, prefill_shape(visible, queries))
+            lengths = (plan.owner[rows, : queries.stop] != PAD_SLOT).sum(-1)  # each row's before its padding
+            setattr(made["full_attention"], PREFILL_ATTRIBUTE, prefill_shape(visible, queries, lengths))
         window = self.sliding_window
         if window is not None:
             positions = plan.positions[rows]
