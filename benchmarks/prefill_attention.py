@@ -6,7 +6,9 @@ For each choice of SDPA kernels (``CHOICES``: which takes a read's causal head, 
 for each ``--rows-a-call`` (``attention.PREFILL_ROWS_A_CALL``: a read's attention in calls of that many rows): the
 median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
 kernels in force, as a run reads), its ratio to the default choice, and the first-position logits' relative error
-against the default's. Then one profiled pass of the default: CUDA time by kernel class.
+against the default's. Then one profiled pass of the default: CUDA time by kernel class. First, what sdpa's
+first call on a shape it has not seen costs against the same call again, for each kernel (cuDNN builds a graph
+a shape: ``new_shape_ms``).
 
     python benchmarks/prefill_attention.py --data FULL --episodes 12 --batch-size 128
 """
@@ -83,6 +85,30 @@ def kernel_class(name: str) -> str:
     return "other"
 
 
+def new_shape_ms(choice: list[SDPBackend], masked: bool, shapes: int = 5) -> tuple[float, float]:
+    """Milliseconds (host and GPU, synchronized) of sdpa's first call on a shape it has not seen and of the
+    call again, medians over ``shapes`` shapes a read of Qwen2-Audio's prefill could have (26 rows, 32 heads of
+    128, about 800 queries over 4,400 keys, under an additive mask or causal): cuDNN builds a graph a new shape
+    before its first call, which a read of new lengths pays once a layer type, the GPU idle meanwhile."""
+    device, dtype = torch.device("cuda"), torch.bfloat16
+    first, again = [], []
+    for at in range(shapes):
+        queries, keys = 800 + 8 * at, 4400 + 16 * at + 1000 * masked
+        query = torch.randn(26, 32, queries, 128, device=device, dtype=dtype)
+        key, value = (torch.randn(26, 32, keys, 128, device=device, dtype=dtype) for _ in "kv")
+        mask = torch.zeros(26, 1, queries, keys, device=device, dtype=dtype) if masked else None
+        for times in (first, again):
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            with kernels(choice):
+                torch.nn.functional.scaled_dot_product_attention(
+                    query, key, value, attn_mask=mask, is_causal=not masked
+                )
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - started) * 1e3)
+    return statistics.median(first), statistics.median(again)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="a built benchmark (audioicl build)")
@@ -97,6 +123,20 @@ def main() -> None:
         help="attention.PREFILL_ROWS_A_CALL values, each a row of its own (with the default kernels; 0: one call)",
     )
     args = parser.parse_args()
+
+    print("| sdpa kernel, call | first call on a new shape ms | the same call again ms |\n|---|---|---|")
+    for label, choice, masked in (
+        ("cuDNN, masked", [CUDNN], True),
+        ("efficient, masked", [EFFICIENT], True),
+        ("cuDNN, causal", [CUDNN], False),
+        ("flash, causal", [FLASH], False),
+    ):
+        try:
+            made = new_shape_ms(choice, masked)
+        except RuntimeError as exc:  # the kernel refuses these inputs
+            print(f"| {label} | — | {str(exc).splitlines()[0][:60]} |")
+            continue
+        print(f"| {label} | {made[0]:.1f} | {made[1]:.1f} |", flush=True)
 
     model, processor = full_size_model(args.family, "cuda", torch.bfloat16)
     backend = HFBackend.around(f"hf:{args.family}-full-random", model, processor, reuse="prefix")
