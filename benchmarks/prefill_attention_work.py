@@ -104,9 +104,8 @@ def main() -> None:
         root = built_benchmark(Path(tmp) / "bench", args.episodes)
         backend = tiny_backend("qwen2-audio", Path(tmp) / "ckpt")
         requests = episode_major_requests(root, backend.family)
-        made = {
-            int(n): count(requests, backend, args.batch_size, int(n)) for n in args.rows_a_call.split(",")
-        }
+        reads = read_batches(requests, backend, args.batch_size)
+        made = {int(n): count(reads, int(n)) for n in args.rows_a_call.split(",")}
     print(
         f"{len(requests)} prompts ({args.episodes} episodes a task, k = 1..5), batch {args.batch_size}, reuse=prefix"
     )
