@@ -3,8 +3,9 @@
 A full-size model with random weights; the first ``--episodes`` episodes of every task at every k, packed into
 rows as the ``hf`` backend packs them (``reuse=prefix``) and cut into batches of ``--batch-size`` prompts.
 For each choice of SDPA kernels (``CHOICES``: which takes a read's causal head, which the rest under its mask), then
-for each ``--rows-a-call`` (``attention.PREFILL_ROWS_A_CALL``: a read's attention in calls of that many rows): the
-median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
+for each ``--rows-a-call`` (``attention.PREFILL_ROWS_A_CALL``: a read's attention in calls of that many rows),
+alone and with the queries after the causal head through ``kernels.windowed_attention``
+(``attention.PREFILL_WINDOWED``): the median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
 kernels in force, as a run reads), its ratio to the default choice, and the first-position logits' relative error
 against the default's. Then one profiled pass of the default: CUDA time by kernel class. First, what sdpa's
 first call on a shape it has not seen costs against the same call again, for each kernel (cuDNN builds a graph
@@ -156,10 +157,17 @@ def main() -> None:
         )
         reference = None
         table = []
-        runs = [(label, choice, 0) for label, choice in CHOICES.items()]
-        runs += [(f"default, {n} rows a call", None, int(n)) for n in args.rows_a_call.split(",") if int(n)]
-        for label, choice, rows_a_call in runs:
+        runs = [(label, choice, 0, False) for label, choice in CHOICES.items()]
+        runs += [
+            (f"default, {n} rows a call", None, int(n), False) for n in args.rows_a_call.split(",") if int(n)
+        ]
+        runs += [
+            (f"the rest windowed (Triton), {int(n) or 'all'} rows a call", None, int(n), True)
+            for n in args.rows_a_call.split(",")
+        ]
+        for label, choice, rows_a_call, windowed in runs:
             attention.PREFILL_ROWS_A_CALL = rows_a_call
+            attention.PREFILL_WINDOWED = windowed
             try:
                 with kernels(choice):
                     prefill_all(backend, work, steps)  # warm-up
@@ -181,6 +189,7 @@ def main() -> None:
                 for j in range(a.shape[1])
             )
             table.append((label, seconds, error, ""))
+        attention.PREFILL_ROWS_A_CALL, attention.PREFILL_WINDOWED = 0, False  # the default, profiled below
         print(
             "| SDPA kernels | prefill s (median) | vs default | max rel. error of logits vs default | note |"
         )

@@ -158,10 +158,47 @@ def test_a_prefills_causal_head_is_what_every_row_reads_causally_and_no_query_re
     assert prefill_shape(packed.visible(slice(0, 6)), slice(0, 6)).causal == 5
 
 
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("start", [0, 3])
+def test_a_querys_two_runs_of_keys_are_what_its_mask_shows(packed, start):
+    """``rows.windows``: each prefill query sees its trunk's shared part and its own tokens up to itself;
+    a padding position itself only (for the windowed kernel, which reads no mask)."""
+    from audioicl.backends.hf.reuse.rows import windows
+
+    rows = pack(
+        [sequence(0, "a", list(range(1, 41))), sequence(1, "a", [*range(1, 21), 7, 7, 7])]
+        + [
+            sequence(2, "b", list(range(1, 31))),
+            sequence(3, "b", [*range(1, 11), 8]),
+            sequence(4, "c", [5] * 9),
+        ],
+        share=True,
+    )
+    rows = pack_rows(rows) if packed else rows
+    plan = layout(rows, steps=2, pad_id=0, device=torch.device("cpu"), align=8)
+    span = slice(start, plan.prefill)
+    lo, hi, own = windows(plan, span)
+    keys = torch.arange(plan.total)[None, None, :]
+    position = torch.arange(span.start, span.stop)[None, :, None]
+    shown = ((keys >= lo[..., None]) & (keys < hi[..., None])) | (
+        (keys >= own[..., None]) & (keys <= position)
+    )
+    assert torch.equal(shown, plan.visible(span))
+
+
 @pytest.mark.parametrize(
-    ("start", "groups", "rows_a_call"), [(0, 1, 0), (3, 1, 0), (3, 2, 0), (3, 2, 1), (0, 1, 2)]
+    ("start", "groups", "rows_a_call", "windowed"),
+    [
+        (0, 1, 0, False),
+        (3, 1, 0, False),
+        (3, 2, 0, False),
+        (3, 2, 1, False),
+        (0, 1, 2, False),
+        (0, 2, 0, True),
+    ]
+    + [(3, 1, 2, True)],
 )
-def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups, rows_a_call):
+def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups, rows_a_call, windowed):
     """A read's span from ``start`` (a common prefix in the cache before it) over a cache with the decode's
     slots after it, with grouped queries, in one call or in calls of ``rows_a_call`` rows (each to its own
     longest row): the same output as sdpa over every key under the additive mask, at every position that
@@ -180,6 +217,12 @@ def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups, rows_a_ca
     mask = additive_mask(visible, torch.float32)
     lengths = torch.tensor([row.length for row in rows])
     shape = prefill_shape(visible, span, lengths, rows_a_call)
+    if windowed:  # the rest through the Triton kernel (Triton's interpreter on the CPU)
+        from dataclasses import replace as replaced
+
+        from audioicl.backends.hf.reuse.rows import windows
+
+        shape = replaced(shape, windows=windows(plan, span))
     assert 0 < shape.causal < span.stop - span.start and shape.keys == plan.prefill < plan.total
     assert len(shape.calls) == (-(-len(rows) // rows_a_call) if rows_a_call else 1)
     heads, dim = 4, 16
@@ -289,16 +332,29 @@ def test_reuse_answers_equal_generate_from_scratch_for_every_task_and_k(
     assert_reuse_answers_equal_generate(prefix_backends[family], one_episode_each)
 
 
-@pytest.mark.parametrize("rows_a_call", [1, 2])
+@pytest.mark.parametrize(("rows_a_call", "windowed"), [(1, False), (2, False), (0, True)])
 def test_a_prefills_attention_in_calls_of_a_few_rows_answers_as_generate_from_scratch(
-    prefix_backends, one_episode_each, monkeypatch, rows_a_call
+    prefix_backends, one_episode_each, monkeypatch, rows_a_call, windowed
 ):
     """Each call its own causal head and its keys to its own longest row; the queries after them, padding in
-    every row of the call, get zeros: nothing a prompt reads."""
+    every row of the call, get zeros: nothing a prompt reads. ``windowed``: the queries after the causal head
+    through the Triton kernel that reads each query's two runs of keys (Triton's interpreter on the CPU)."""
     from audioicl.backends.hf.reuse import attention
 
+    backend = prefix_backends["qwen2-audio"]
+    requests = [r for r in episode_major_requests(one_episode_each, backend.family) if r.k in (1, 4, 5)]
+    requests = [r for r in requests if r.task in ("MorseCode", "AudioCount", "AudioLength")]  # rows unequal
+    config = GenerationConfig(max_new_tokens=3, batch_size=6)
+    expected = [r.text for r in with_reuse(backend, "off").generate(requests, config)]
     monkeypatch.setattr(attention, "PREFILL_ROWS_A_CALL", rows_a_call)
-    assert_reuse_answers_equal_generate(prefix_backends["qwen2-audio"], one_episode_each)
+    monkeypatch.setattr(attention, "PREFILL_WINDOWED", windowed)
+    from audioicl.backends.hf.reuse import kernels
+
+    calls = []
+    real = kernels.windowed_attention
+    monkeypatch.setattr(kernels, "windowed_attention", lambda *a: calls.append(1) or real(*a))
+    assert [r.text for r in backend.generate(requests, config)] == expected
+    assert bool(calls) == windowed
 
 
 @pytest.fixture(scope="module")

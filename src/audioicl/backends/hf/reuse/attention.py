@@ -36,9 +36,10 @@ queries are many, its mask large and its time compute, so it keeps sdpa's path).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -103,6 +104,9 @@ def _window_layout(
 
 
 PREFILL_ROWS_A_CALL = 0  # a read's rows attended to in one call of the prefill's attention (0: all of them)
+# the prefill's queries after its causal head through ``kernels.windowed_attention`` (each query's two runs of
+# keys, no mask tensor, no tile nobody sees) instead of sdpa under the mask: off until measured on a GPU
+PREFILL_WINDOWED = False
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,9 @@ class PrefillShape:
 
     start: int
     calls: tuple[PrefillCall, ...]
+    # (lo, hi, own) of every query of the span, each [rows, queries] (``rows.windows``), where the queries after
+    # the causal head go through ``kernels.windowed_attention``
+    windows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(default=None, compare=False)
 
     @property
     def causal(self) -> int:
@@ -176,9 +183,10 @@ def prefill_attention(
     head) call by call of ``shape``: in each, its first ``causal`` queries through the causal kernel, the rest
     up to its last key under ``attention_mask``, every key from there on left out → [rows, queries, heads, dim],
     as sdpa's path returns it (a query after a call's last key, padding, gets zeros)."""
+    windows = shape.windows if _windowed_runs(query) else None
     if len(shape.calls) == 1 and shape.calls[0].keys - shape.start == query.shape[2]:
         return _attend_rows(
-            module, query, key, value, attention_mask, shape.start, shape.calls[0], scaling, kwargs
+            module, query, key, value, attention_mask, shape.start, shape.calls[0], scaling, kwargs, windows
         )
     rows, heads, queries, dim = query.shape
     out = query.new_zeros((rows, queries, heads, dim))
@@ -186,10 +194,16 @@ def prefill_attention(
         taken = slice(call.first, call.stop)
         made = _attend_rows(
             module, query[taken], key[taken], value[taken], attention_mask[taken], shape.start, call, scaling,
-            kwargs,
+            kwargs, windows and tuple(w[taken] for w in windows),
         )  # fmt: skip
         out[taken, : made.shape[1]] = made
     return out
+
+
+def _windowed_runs(query: torch.Tensor) -> bool:
+    """Whether ``kernels.windowed_attention`` runs for ``query``: on a GPU, or on the CPU through Triton's
+    interpreter (the tests)."""
+    return query.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _attend_rows(
@@ -202,9 +216,11 @@ def _attend_rows(
     call: PrefillCall,
     scaling: float | None,
     kwargs: dict[str, Any],
+    windows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """One call of ``prefill_attention``: the queries before ``call.keys`` of these rows → [rows, call.keys -
-    start, heads, dim]."""
+    start, heads, dim]; with ``windows`` (these rows'), the queries after the causal head through
+    ``kernels.windowed_attention``."""
     span = call.keys - start
     key, value = key[:, :, : call.keys], value[:, :, : call.keys]
     head = min(call.causal, span)
@@ -220,7 +236,21 @@ def _attend_rows(
             scale=scaling,
         )
         made.append(first.transpose(1, 2))
-    if head < span:
+    if head < span and windows is not None:
+        from . import kernels  # Triton is imported only where the kernel is asked for
+
+        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+        made.append(
+            kernels.windowed_attention(
+                query[:, :, head:span],
+                key,
+                value,
+                tuple(w[:, head:span] for w in windows),
+                start + head,
+                scale,
+            )
+        )
+    elif head < span:
         rest, _ = sdpa_attention_forward(
             module, query[:, :, head:span], key, value, attention_mask[:, :, head:span, : call.keys],
             scaling=scaling, **kwargs,

@@ -4,7 +4,7 @@ encoder, found in its transformers model; ``PARTS`` maps a family to the functio
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -12,8 +12,9 @@ from transformers import StaticCache
 from transformers.cache_utils import StaticLayer
 from transformers.masking_utils import create_bidirectional_mask
 
+from . import attention
 from .attention import PREFILL_ATTRIBUTE, attention_in_force, batched_windows, prefill_shape
-from .rows import PAD_SLOT, Layout, additive_mask
+from .rows import PAD_SLOT, Layout, additive_mask, windows
 
 # --------------------------------------------------------------------------- the model's parts
 
@@ -61,7 +62,10 @@ class ModelParts:
         made = {"full_attention": additive_mask(visible, dtype)}
         if prefill:
             lengths = (plan.owner[rows, : queries.stop] != PAD_SLOT).sum(-1)  # each row's before its padding
-            setattr(made["full_attention"], PREFILL_ATTRIBUTE, prefill_shape(visible, queries, lengths))
+            shape = prefill_shape(visible, queries, lengths)
+            if attention.PREFILL_WINDOWED:
+                shape = replace(shape, windows=windows(plan, queries, rows))
+            setattr(made["full_attention"], PREFILL_ATTRIBUTE, shape)
         window = self.sliding_window
         if window is not None:
             positions = plan.positions[rows]
