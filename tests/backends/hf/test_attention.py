@@ -147,6 +147,18 @@ def test_the_window_layout_is_made_once_per_encoder_call_not_per_layer(tiny_back
     assert found == [False] + [True] * (len(found) - 1)
 
 
-def test_the_run_record_names_the_attention_the_reuse_path_ran(tiny_backends):
-    assert tiny_backends["qwen2.5-omni"].info["attention"] == {"decoder": REUSE, "audio_encoder": WINDOWS}
-    assert tiny_backends["qwen2-audio"].info["attention"] == {"decoder": REUSE}
+def test_the_run_record_names_the_attention_the_reuse_path_ran(tiny_backends, monkeypatch):
+    today = {"rows_a_call": 0, "rest": "masked"}
+    assert tiny_backends["qwen2.5-omni"].info["attention"] == {
+        "decoder": REUSE,
+        "audio_encoder": WINDOWS,
+        "prefill": today,
+    }
+    assert tiny_backends["qwen2-audio"].info["attention"] == {"decoder": REUSE, "prefill": today}
+    # the prefill's choices, where changed, are what the record says (the windowed kernel only where Triton runs)
+    monkeypatch.setattr(attention, "PREFILL_ROWS_A_CALL", 4)
+    monkeypatch.setattr(attention, "PREFILL_WINDOWED", True)
+    made = tiny_backends["qwen2-audio"].info["attention"]["prefill"]
+    assert made == {"rows_a_call": 4, "rest": "windowed"}  # Triton's interpreter here
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert tiny_backends["qwen2-audio"].info["attention"]["prefill"]["rest"] == "masked"

@@ -203,7 +203,18 @@ def prefill_attention(
 def _windowed_runs(query: torch.Tensor) -> bool:
     """Whether ``kernels.windowed_attention`` runs for ``query``: on a GPU, or on the CPU through Triton's
     interpreter (the tests)."""
-    return query.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+    return _triton_runs_on(query.device)
+
+
+def _triton_runs_on(device: torch.device) -> bool:
+    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def prefill_in_force(device: torch.device) -> dict[str, Any]:
+    """How a prefill on ``device`` attends, for the record: its rows a call (0: all of a read) and what takes the
+    queries after the causal head (``masked``: sdpa under the mask; ``windowed``: the Triton kernel)."""
+    windowed = PREFILL_WINDOWED and _triton_runs_on(device)
+    return {"rows_a_call": PREFILL_ROWS_A_CALL, "rest": "windowed" if windowed else "masked"}
 
 
 def _attend_rows(

@@ -13,7 +13,14 @@ from transformers.cache_utils import StaticLayer
 from transformers.masking_utils import create_bidirectional_mask
 
 from . import attention
-from .attention import PREFILL_ATTRIBUTE, attention_in_force, batched_windows, prefill_shape
+from .attention import (
+    PREFILL_ATTRIBUTE,
+    REUSE,
+    attention_in_force,
+    batched_windows,
+    prefill_in_force,
+    prefill_shape,
+)
 from .rows import PAD_SLOT, Layout, additive_mask, windows
 
 # --------------------------------------------------------------------------- the model's parts
@@ -36,8 +43,12 @@ class ModelParts:
     read_inputs: Callable[[torch.Tensor], dict[str, torch.Tensor]] | None = None
 
     def attention(self) -> dict[str, Any]:
-        """What this path's calls attend through, for the record."""
-        return attention_in_force(self.text_config, self.windowed_tower)
+        """What this path's calls attend through, for the record (with ``reuse_attention``, how its prefills
+        attend: ``attention.prefill_in_force``)."""
+        made: dict[str, Any] = attention_in_force(self.text_config, self.windowed_tower)
+        if made["decoder"] == REUSE:
+            made["prefill"] = prefill_in_force(self.decoder.get_input_embeddings().weight.device)
+        return made
 
     @property
     def sliding_window(self) -> int | None:
