@@ -161,10 +161,8 @@ def test_a_prefills_causal_head_is_what_every_row_reads_causally_and_no_query_re
 @pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("start", [0, 3])
 def test_a_querys_two_runs_of_keys_are_what_its_mask_shows(packed, start):
-    """``rows.windows``: each prefill query sees its trunk's shared part and its own tokens up to itself;
+    """``Layout.windows``: each prefill query sees its trunk's shared part and its own tokens up to itself;
     a padding position itself only (for the windowed kernel, which reads no mask)."""
-    from audioicl.backends.hf.reuse.rows import windows
-
     rows = pack(
         [sequence(0, "a", list(range(1, 41))), sequence(1, "a", [*range(1, 21), 7, 7, 7])]
         + [
@@ -177,7 +175,7 @@ def test_a_querys_two_runs_of_keys_are_what_its_mask_shows(packed, start):
     rows = pack_rows(rows) if packed else rows
     plan = layout(rows, steps=2, pad_id=0, device=torch.device("cpu"), align=8)
     span = slice(start, plan.prefill)
-    lo, hi, own = windows(plan, span)
+    lo, hi, own = plan.windows(span)
     keys = torch.arange(plan.total)[None, None, :]
     position = torch.arange(span.start, span.stop)[None, :, None]
     shown = ((keys >= lo[..., None]) & (keys < hi[..., None])) | (
@@ -220,9 +218,7 @@ def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups, rows_a_ca
     if windowed:  # the rest through the Triton kernel (Triton's interpreter on the CPU)
         from dataclasses import replace as replaced
 
-        from audioicl.backends.hf.reuse.rows import windows
-
-        shape = replaced(shape, windows=windows(plan, span))
+        shape = replaced(shape, windows=plan.windows(span))
     assert 0 < shape.causal < span.stop - span.start and shape.keys == plan.prefill < plan.total
     assert len(shape.calls) == (-(-len(rows) // rows_a_call) if rows_a_call else 1)
     heads, dim = 4, 16

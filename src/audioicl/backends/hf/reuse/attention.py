@@ -36,7 +36,6 @@ queries are many, its mask large and its time compute, so it keeps sdpa's path).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -47,6 +46,8 @@ from torch.nn.attention.bias import causal_lower_right
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.utils.generic import is_flash_attention_requested
+
+from .graphs import triton_runs_on
 
 PREFILL_ATTRIBUTE = "_audioicl_prefill"  # where a prefill's mask carries its ``PrefillShape``
 WINDOWS = "audioicl_flash_windows"
@@ -128,7 +129,7 @@ class PrefillShape:
 
     start: int
     calls: tuple[PrefillCall, ...]
-    # (lo, hi, own) of every query of the span, each [rows, queries] (``rows.windows``), where the queries after
+    # (lo, hi, own) of every query of the span, each [rows, queries] (``rows.Layout.windows``), where the queries after
     # the causal head go through ``kernels.windowed_attention``
     windows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(default=None, compare=False)
 
@@ -183,7 +184,7 @@ def prefill_attention(
     head) call by call of ``shape``: in each, its first ``causal`` queries through the causal kernel, the rest
     up to its last key under ``attention_mask``, every key from there on left out → [rows, queries, heads, dim],
     as sdpa's path returns it (a query after a call's last key, padding, gets zeros)."""
-    windows = shape.windows if _windowed_runs(query) else None
+    windows = shape.windows if triton_runs_on(query.device) else None
     if len(shape.calls) == 1 and shape.calls[0].keys - shape.start == query.shape[2]:
         return _attend_rows(
             module, query, key, value, attention_mask, shape.start, shape.calls[0], scaling, kwargs, windows
@@ -200,20 +201,10 @@ def prefill_attention(
     return out
 
 
-def _windowed_runs(query: torch.Tensor) -> bool:
-    """Whether ``kernels.windowed_attention`` runs for ``query``: on a GPU, or on the CPU through Triton's
-    interpreter (the tests)."""
-    return _triton_runs_on(query.device)
-
-
-def _triton_runs_on(device: torch.device) -> bool:
-    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
-
-
 def prefill_in_force(device: torch.device) -> dict[str, Any]:
     """How a prefill on ``device`` attends, for the record: its rows a call (0: all of a read) and what takes the
     queries after the causal head (``masked``: sdpa under the mask; ``windowed``: the Triton kernel)."""
-    windowed = PREFILL_WINDOWED and _triton_runs_on(device)
+    windowed = PREFILL_WINDOWED and triton_runs_on(device)
     return {"rows_a_call": PREFILL_ROWS_A_CALL, "rest": "windowed" if windowed else "masked"}
 
 

@@ -21,7 +21,7 @@ from .attention import (
     prefill_in_force,
     prefill_shape,
 )
-from .rows import PAD_SLOT, Layout, additive_mask, windows
+from .rows import PAD_SLOT, Layout, additive_mask
 
 # --------------------------------------------------------------------------- the model's parts
 
@@ -75,7 +75,7 @@ class ModelParts:
             lengths = (plan.owner[rows, : queries.stop] != PAD_SLOT).sum(-1)  # each row's before its padding
             shape = prefill_shape(visible, queries, lengths)
             if attention.PREFILL_WINDOWED:
-                shape = replace(shape, windows=windows(plan, queries, rows))
+                shape = replace(shape, windows=plan.windows(queries, rows))
             setattr(made["full_attention"], PREFILL_ATTRIBUTE, shape)
         window = self.sliding_window
         if window is not None:
