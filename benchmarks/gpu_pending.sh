@@ -170,7 +170,7 @@ case "$part" in
   sdpa)  # issue 41: the prefill's attention is a third of its matmuls' time: which sdpa kernel for its causal head
     # and which for the rest under the mask (in-process, the fused kernels in force)
     build 20
-    cd benchmarks && "$py" prefill_attention.py --data /tmp/B20 --episodes 12 --batch-size 128 --repeats 3 \
+    cd benchmarks && "$py" prefill_attention.py --data /tmp/B20 --episodes 12 --batch-size 128 --repeats 2 \
       --rows-a-call 0,8,4,1 | tee "$out/sdpa.md"
     ;;
   kernels)  # issue 41: where the GPU's time goes, by kind of kernel, over 3 episodes a task (in-process)

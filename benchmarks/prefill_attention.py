@@ -5,7 +5,7 @@ rows as the ``hf`` backend packs them (``reuse=prefix``) and cut into batches of
 For each choice of SDPA kernels (``CHOICES``: which takes a read's causal head, which the rest under its mask), then
 for each ``--rows-a-call`` (``attention.PREFILL_ROWS_A_CALL``: a read's attention in calls of that many rows),
 alone and with the queries after the causal head through ``kernels.windowed_attention``
-(``attention.PREFILL_WINDOWED``): the median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
+(``attention.PREFILL_WINDOWED``; then its other ``--windowed-tiles``): the median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
 kernels in force, as a run reads), its ratio to the default choice, and the first-position logits' relative error
 against the default's. Then one profiled pass of the default: CUDA time by kernel class. First, what sdpa's
 first call on a shape it has not seen costs against the same call again, for each kernel (cuDNN builds a graph
@@ -28,6 +28,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from audioicl.backends.hf.backend import HFBackend
 from audioicl.backends.hf.reuse import attention
+from audioicl.backends.hf.reuse import kernels as kernels_module
 from audioicl.backends.hf.reuse.decode import prefill
 from audioicl.backends.hf.reuse.rows import batches
 from audioicl.testing import full_size_model
@@ -123,6 +124,12 @@ def main() -> None:
         default="0",
         help="attention.PREFILL_ROWS_A_CALL values, each a row of its own (with the default kernels; 0: one call)",
     )
+    parser.add_argument(
+        "--windowed-tiles",
+        default="64x64x4x2,128x64x8x2,128x64x8x3,64x64x4x3,128x32x4x3",
+        help="kernels.Tiles for the windowed kernel (queries x keys x warps x stages): the first in the rows "
+        "above, each other a row of its own",
+    )
     args = parser.parse_args()
 
     print("| sdpa kernel, call | first call on a new shape ms | the same call again ms |\n|---|---|---|")
@@ -156,7 +163,6 @@ def main() -> None:
             flush=True,
         )
         reference = None
-        table = []
         runs = [(label, choice, 0, False) for label, choice in CHOICES.items()]
         runs += [
             (f"default, {n} rows a call", None, int(n), False) for n in args.rows_a_call.split(",") if int(n)
@@ -165,9 +171,16 @@ def main() -> None:
             (f"the rest windowed (Triton), {int(n) or 'all'} rows a call", None, int(n), True)
             for n in args.rows_a_call.split(",")
         ]
+        tiles = [kernels_module.Tiles(*map(int, each.split("x"))) for each in args.windowed_tiles.split(",")]
+        runs += [(f"the rest windowed, all rows a call, {t}", None, 0, t) for t in tiles[1:]]
+        print(
+            "| SDPA kernels | prefill s (median) | vs default | max rel. error of logits vs default | note |"
+        )
+        print("|---|---|---|---|---|", flush=True)  # each row as it is measured: a cut run keeps its rows
         for label, choice, rows_a_call, windowed in runs:
             attention.PREFILL_ROWS_A_CALL = rows_a_call
-            attention.PREFILL_WINDOWED = windowed
+            attention.PREFILL_WINDOWED = bool(windowed)
+            kernels_module.WINDOWED_TILES = windowed if isinstance(windowed, tuple) else tiles[0]
             try:
                 with kernels(choice):
                     prefill_all(backend, work, steps)  # warm-up
@@ -177,7 +190,7 @@ def main() -> None:
                         logits = prefill_all(backend, work, steps)
                         times.append(time.perf_counter() - started)
             except RuntimeError as exc:  # no kernel of this choice takes these inputs
-                table.append((label, None, None, str(exc).splitlines()[0][:80]))
+                print(f"| {label} | — | — | — | {str(exc).splitlines()[0][:80]} |", flush=True)
                 continue
             seconds = statistics.median(times)
             if reference is None:
@@ -188,17 +201,9 @@ def main() -> None:
                 for i in range(a.shape[0])
                 for j in range(a.shape[1])
             )
-            table.append((label, seconds, error, ""))
+            print(f"| {label} | {seconds:.3f} | {reference[0] / seconds:.2f}x | {error:.1e} | |", flush=True)
         attention.PREFILL_ROWS_A_CALL, attention.PREFILL_WINDOWED = 0, False  # the default, profiled below
-        print(
-            "| SDPA kernels | prefill s (median) | vs default | max rel. error of logits vs default | note |"
-        )
-        print("|---|---|---|---|---|")
-        for label, seconds, error, note in table:
-            if seconds is None:
-                print(f"| {label} | — | — | — | {note} |")
-            else:
-                print(f"| {label} | {seconds:.3f} | {reference[0] / seconds:.2f}x | {error:.1e} | {note} |")
+        kernels_module.WINDOWED_TILES = tiles[0]
 
         from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile

@@ -25,12 +25,27 @@ Triton's interpreter (the tests do: the same kernel code, executed with numpy).
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
 
 TILE = 4096  # elements a program of ``rms_norm`` reads (rows of a narrower width share a program)
 SPAN = 2048  # elements a program of ``silu_mul`` reads
+
+
+class Tiles(NamedTuple):
+    """How ``windowed_attention`` cuts its work: queries a program, keys a step, warps, pipeline stages."""
+
+    queries: int
+    keys: int
+    warps: int
+    stages: int
+
+
+WINDOWED_TILES = Tiles(64, 64, 4, 2)  # benchmarks/prefill_attention.py times the others
 
 
 @triton.jit(do_not_specialize=["rows", "eps"])
@@ -231,11 +246,11 @@ def _windowed_attention(
                 s = tl.dot(q, k, input_precision="ieee") * scale
             else:
                 s = tl.dot(q, k) * scale
-            s = tl.where(seen, s, float("-inf"))
+            s = tl.where(seen, s, float("-inf"))  # in log2 units: ``scale`` carries log2(e)
             new_top = tl.maximum(top, tl.max(s, axis=1))
             safe = tl.where(new_top == float("-inf"), 0.0, new_top)
-            kept = tl.exp(top - safe)
-            p = tl.exp(s - safe[:, None])
+            kept = tl.exp2(top - safe)
+            p = tl.exp2(s - safe[:, None])
             total = total * kept + tl.sum(p, axis=1)
             v = tl.load(
                 v_ptr + row * v_row + kv_head * v_head + key[:, None] * v_key + dim[None, :],
@@ -275,11 +290,13 @@ def windowed_attention(
     out = torch.empty((rows, queries, heads, dim), dtype=query.dtype, device=query.device)
     if out.numel() == 0:
         return out
-    block = 64
-    _windowed_attention[(triton.cdiv(queries, block), rows * heads)](
-        query, key, value, lo, hi, own, out, queries, key.shape[2], first_position, scale, heads, groups,
+    tiles = WINDOWED_TILES
+    _windowed_attention[(triton.cdiv(queries, tiles.queries), rows * heads)](
+        query, key, value, lo, hi, own, out, queries, key.shape[2], first_position, scale * math.log2(math.e),
+        heads, groups,
         query.stride(0), query.stride(1), query.stride(2), key.stride(0), key.stride(1), key.stride(2),
         value.stride(0), value.stride(1), value.stride(2), lo.stride(0),
-        BM=block, BN=64, D=dim, IEEE=query.dtype == torch.float32, num_warps=4, num_stages=2,
+        BM=tiles.queries, BN=tiles.keys, D=dim, IEEE=query.dtype == torch.float32,
+        num_warps=tiles.warps, num_stages=tiles.stages,
     )  # fmt: skip
     return out
