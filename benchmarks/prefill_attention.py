@@ -5,7 +5,7 @@ rows as the ``hf`` backend packs them (``reuse=prefix``) and cut into batches of
 For each choice of SDPA kernels (``CHOICES``: which takes a read's causal head, which the rest under its mask), then
 for each ``--rows-a-call`` (``attention.PREFILL_ROWS_A_CALL``: a read's attention in calls of that many rows),
 alone and with the queries after the causal head through ``kernels.windowed_attention``
-(``attention.PREFILL_WINDOWED``; then its other ``--windowed-tiles``): the median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
+(``-o prefill_rest=windowed``; then its other ``--windowed-tiles``): the median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
 kernels in force, as a run reads), its ratio to the default choice, and the first-position logits' relative error
 against the default's. Then one profiled pass of the default: CUDA time by kernel class. First, what sdpa's
 first call on a shape it has not seen costs against the same call again, for each kernel (cuDNN builds a graph
@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -179,7 +180,7 @@ def main() -> None:
         print("|---|---|---|---|---|", flush=True)  # each row as it is measured: a cut run keeps its rows
         for label, choice, rows_a_call, windowed in runs:
             attention.PREFILL_ROWS_A_CALL = rows_a_call
-            attention.PREFILL_WINDOWED = bool(windowed)
+            backend.path.parts = replace(backend.path.parts, prefill_rest="windowed" if windowed else "sdpa")
             kernels_module.WINDOWED_TILES = windowed if isinstance(windowed, tuple) else tiles[0]
             try:
                 with kernels(choice):
@@ -202,7 +203,8 @@ def main() -> None:
                 for j in range(a.shape[1])
             )
             print(f"| {label} | {seconds:.3f} | {reference[0] / seconds:.2f}x | {error:.1e} | |", flush=True)
-        attention.PREFILL_ROWS_A_CALL, attention.PREFILL_WINDOWED = 0, False  # the default, profiled below
+        attention.PREFILL_ROWS_A_CALL = 0  # the default, profiled below
+        backend.path.parts = replace(backend.path.parts, prefill_rest="sdpa")
         kernels_module.WINDOWED_TILES = tiles[0]
 
         from torch.autograd import DeviceType

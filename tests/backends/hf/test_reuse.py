@@ -218,7 +218,7 @@ def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups, rows_a_ca
     if windowed:  # the rest through the Triton kernel (Triton's interpreter on the CPU)
         from dataclasses import replace as replaced
 
-        shape = replaced(shape, windows=plan.windows(span))
+        shape = replaced(shape, rest="windowed", windows=plan.windows(span))
     assert 0 < shape.causal < span.stop - span.start and shape.keys == plan.prefill < plan.total
     assert len(shape.calls) == (-(-len(rows) // rows_a_call) if rows_a_call else 1)
     heads, dim = 4, 16
@@ -343,7 +343,10 @@ def test_a_prefills_attention_in_calls_of_a_few_rows_answers_as_generate_from_sc
     config = GenerationConfig(max_new_tokens=3, batch_size=6)
     expected = [r.text for r in with_reuse(backend, "off").generate(requests, config)]
     monkeypatch.setattr(attention, "PREFILL_ROWS_A_CALL", rows_a_call)
-    monkeypatch.setattr(attention, "PREFILL_WINDOWED", windowed)
+    if windowed:  # -o prefill_rest=windowed, as a user asks for it
+        backend = backend.with_options(prefill_rest="windowed")
+        share_features(prefix_backends["qwen2-audio"], backend)
+        assert backend.info["attention"]["prefill"]["rest"] == "windowed"
     from audioicl.backends.hf.reuse import kernels
 
     calls = []

@@ -37,11 +37,12 @@ queries are many, its mask large and its time compute, so it keeps sdpa's path).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
@@ -105,9 +106,24 @@ def _window_layout(
 
 
 PREFILL_ROWS_A_CALL = 0  # a read's rows attended to in one call of the prefill's attention (0: all of them)
-# the prefill's queries after its causal head through ``kernels.windowed_attention`` (each query's two runs of
-# keys, no mask tensor, no tile nobody sees) instead of sdpa under the mask: off until measured on a GPU
-PREFILL_WINDOWED = False
+# what takes a prefill's queries after its causal head (``-o prefill_rest``): sdpa under the mask (``sdpa``: its
+# own choice of kernel; ``cudnn``: cuDNN's), or ``kernels.windowed_attention`` (``windowed``: each query's two
+# runs of keys, no mask tensor, no tile nobody sees)
+PREFILL_RESTS = ("sdpa", "cudnn", "windowed")
+# ``cudnn``: cuDNN first, then the kernels that take any mask it refuses
+CUDNN_FIRST = [SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+PREFILL_REST_AUTO = "sdpa"
+
+
+def prefill_rest(asked: str, device: torch.device) -> str:
+    """The ``PREFILL_RESTS`` entry a prefill on ``device`` uses for ``-o prefill_rest=asked``: ``auto`` is
+    ``PREFILL_REST_AUTO``; ``windowed`` is ``sdpa`` where Triton does not run (``cudnn`` on a CUDA device only)."""
+    made = PREFILL_REST_AUTO if asked == "auto" else asked
+    if made == "windowed" and not triton_runs_on(device):
+        return "sdpa"
+    if made == "cudnn" and device.type != "cuda":
+        return "sdpa"
+    return made
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,7 @@ class PrefillShape:
 
     start: int
     calls: tuple[PrefillCall, ...]
+    rest: str = "sdpa"  # what takes the queries after each call's causal head (``PREFILL_RESTS``)
     # (lo, hi, own) of every query of the span, each [rows, queries] (``rows.Layout.windows``), where the queries after
     # the causal head go through ``kernels.windowed_attention``
     windows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(default=None, compare=False)
@@ -184,28 +201,27 @@ def prefill_attention(
     head) call by call of ``shape``: in each, its first ``causal`` queries through the causal kernel, the rest
     up to its last key under ``attention_mask``, every key from there on left out → [rows, queries, heads, dim],
     as sdpa's path returns it (a query after a call's last key, padding, gets zeros)."""
-    windows = shape.windows if triton_runs_on(query.device) else None
+    windows = shape.windows if shape.rest == "windowed" else None
     if len(shape.calls) == 1 and shape.calls[0].keys - shape.start == query.shape[2]:
         return _attend_rows(
-            module, query, key, value, attention_mask, shape.start, shape.calls[0], scaling, kwargs, windows
+            module, query, key, value, attention_mask, shape, shape.calls[0], scaling, kwargs, windows
         )
     rows, heads, queries, dim = query.shape
     out = query.new_zeros((rows, queries, heads, dim))
     for call in shape.calls:
         taken = slice(call.first, call.stop)
         made = _attend_rows(
-            module, query[taken], key[taken], value[taken], attention_mask[taken], shape.start, call, scaling,
+            module, query[taken], key[taken], value[taken], attention_mask[taken], shape, call, scaling,
             kwargs, windows and tuple(w[taken] for w in windows),
         )  # fmt: skip
         out[taken, : made.shape[1]] = made
     return out
 
 
-def prefill_in_force(device: torch.device) -> dict[str, Any]:
-    """How a prefill on ``device`` attends, for the record: its rows a call (0: all of a read) and what takes the
-    queries after the causal head (``masked``: sdpa under the mask; ``windowed``: the Triton kernel)."""
-    windowed = PREFILL_WINDOWED and triton_runs_on(device)
-    return {"rows_a_call": PREFILL_ROWS_A_CALL, "rest": "windowed" if windowed else "masked"}
+def prefill_in_force(rest: str) -> dict[str, Any]:
+    """How a prefill attends, for the record: its rows a call (0: all of a read) and what takes the queries after
+    the causal head (``rest``, as ``prefill_rest`` resolved it)."""
+    return {"rows_a_call": PREFILL_ROWS_A_CALL, "rest": rest}
 
 
 def _attend_rows(
@@ -214,7 +230,7 @@ def _attend_rows(
     key: torch.Tensor,
     value: torch.Tensor,
     attention_mask: torch.Tensor,
-    start: int,
+    shape: PrefillShape,
     call: PrefillCall,
     scaling: float | None,
     kwargs: dict[str, Any],
@@ -223,6 +239,7 @@ def _attend_rows(
     """One call of ``prefill_attention``: the queries before ``call.keys`` of these rows → [rows, call.keys -
     start, heads, dim]; with ``windows`` (these rows'), the queries after the causal head through
     ``kernels.windowed_attention``."""
+    start = shape.start
     span = call.keys - start
     key, value = key[:, :, : call.keys], value[:, :, : call.keys]
     head = min(call.causal, span)
@@ -253,10 +270,11 @@ def _attend_rows(
             )
         )
     elif head < span:
-        rest, _ = sdpa_attention_forward(
-            module, query[:, :, head:span], key, value, attention_mask[:, :, head:span, : call.keys],
-            scaling=scaling, **kwargs,
-        )  # fmt: skip
+        with sdpa_kernel(CUDNN_FIRST, set_priority=True) if shape.rest == "cudnn" else nullcontext():
+            rest, _ = sdpa_attention_forward(
+                module, query[:, :, head:span], key, value, attention_mask[:, :, head:span, : call.keys],
+                scaling=scaling, **kwargs,
+            )  # fmt: skip
         made.append(rest)
     return torch.cat(made, dim=1) if len(made) > 1 else made[0].contiguous()
 

@@ -12,7 +12,6 @@ from transformers import StaticCache
 from transformers.cache_utils import StaticLayer
 from transformers.masking_utils import create_bidirectional_mask
 
-from . import attention
 from .attention import (
     PREFILL_ATTRIBUTE,
     REUSE,
@@ -41,13 +40,15 @@ class ModelParts:
     # what else the decoder reads of a prompt's token ids when it is given embeddings (Gemma 4's per-layer
     # inputs), as keyword arguments
     read_inputs: Callable[[torch.Tensor], dict[str, torch.Tensor]] | None = None
+    # what takes a prefill's queries after its causal head (``attention.prefill_rest``, resolved)
+    prefill_rest: str = "sdpa"
 
     def attention(self) -> dict[str, Any]:
         """What this path's calls attend through, for the record (with ``reuse_attention``, how its prefills
         attend: ``attention.prefill_in_force``)."""
         made: dict[str, Any] = attention_in_force(self.text_config, self.windowed_tower)
         if made["decoder"] == REUSE:
-            made["prefill"] = prefill_in_force(self.decoder.get_input_embeddings().weight.device)
+            made["prefill"] = prefill_in_force(self.prefill_rest)
         return made
 
     @property
@@ -73,8 +74,8 @@ class ModelParts:
         made = {"full_attention": additive_mask(visible, dtype)}
         if prefill:
             lengths = (plan.owner[rows, : queries.stop] != PAD_SLOT).sum(-1)  # each row's before its padding
-            shape = prefill_shape(visible, queries, lengths)
-            if attention.PREFILL_WINDOWED:
+            shape = replace(prefill_shape(visible, queries, lengths), rest=self.prefill_rest)
+            if self.prefill_rest == "windowed":
                 shape = replace(shape, windows=plan.windows(queries, rows))
             setattr(made["full_attention"], PREFILL_ATTRIBUTE, shape)
         window = self.sliding_window
