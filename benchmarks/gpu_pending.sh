@@ -24,9 +24,7 @@
 #   bash benchmarks/gpu_pending.sh fp8            # then -o precision=fp8 on it: identical share and compare against bf16
 #   bash benchmarks/gpu_pending.sh levers         # kernels alone, then the 20-episode mix: wheels/old's tree vs this
 #   bash benchmarks/gpu_pending.sh profile [FAMILY] # the 20-episode mix's phases, py-spy per thread, GPU kernels
-#   bash benchmarks/gpu_pending.sh sdpa          # the prefill of 12 episodes a task: each choice of sdpa kernels, rows a call
-#   bash benchmarks/gpu_pending.sh rest          # -o prefill_rest=sdpa, cudnn, windowed taking turns: the 20-episode mix
-#   bash benchmarks/gpu_pending.sh restwhole     # then the whole benchmark with the fastest (same warm machine)
+#   bash benchmarks/gpu_pending.sh sdpa          # the prefill of 12 episodes a task: each choice of sdpa kernels
 #   bash benchmarks/gpu_pending.sh kernels [FAMILY] # the GPU kernels of 3 episodes a task by kind (in-process)
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
@@ -172,34 +170,8 @@ case "$part" in
   sdpa)  # issue 41: the prefill's attention is a third of its matmuls' time: which sdpa kernel for its causal head
     # and which for the rest under the mask (in-process, the fused kernels in force)
     build 20
-    cd benchmarks && "$py" prefill_attention.py --data /tmp/B20 --episodes 12 --batch-size 48 --repeats 2 \
-      --rows-a-call 0,8,4,1 | tee "$out/sdpa.md"
-    ;;
-  rest)  # issue 41: -o prefill_rest's values taking turns over the 20-episode mix on one kept checkpoint (the
-    # first run a throwaway), through audioicl run; the rows also to /tmp/rest.json for `restwhole`
-    build 20
-    turns=(--run "warm=--name warm")
-    for turn in 1 2; do
-      for rest in sdpa cudnn windowed; do turns+=(--run "$rest$turn=-o prefill_rest=$rest --name $rest$turn"); done
-    done
-    "$py" benchmarks/whole_run.py --data /tmp/B20 --families qwen2-audio --keep "${turns[@]}" \
-      --json /tmp/rest.json > "$out/rest.txt" 2>&1 || tail -20 "$out/rest.txt"
-    cp /tmp/rest.json "$out/"
-    grep -E "^\| (family|qwen)|identical to" "$out/rest.txt"
-    ;;
-  restwhole)  # then, on the same warm machine, the whole benchmark in bf16 with the value whose two 20-episode
-    # runs took least prefill time, the kept checkpoint (its 20-episode results set aside)
-    winner=$("$py" -c "
-import json, statistics
-rows = [r for r in json.load(open('/tmp/rest.json')) if r['run'] != 'warm']
-by = {}
-for r in rows: by.setdefault(r['run'][:-1], []).append(r['phases']['record wall'])
-print(min(by, key=lambda k: statistics.median(by[k])))")
-    echo "fastest over the 20-episode mix: $winner"
-    build 300
-    rm -rf /tmp/whole-run/out-qwen2-audio
-    "$py" benchmarks/whole_run.py --data /tmp/B300 --families qwen2-audio --keep \
-      --run "bf16=-o prefill_rest=$winner" --json "$out/restwhole.json"
+    cd benchmarks && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$py" prefill_attention.py --data /tmp/B20 --episodes 12 --batch-size 64 --repeats 2 \
+      | tee "$out/sdpa.md"
     ;;
   kernels)  # issue 41: where the GPU's time goes, by kind of kernel, over 3 episodes a task (in-process)
     build 20

@@ -2,10 +2,8 @@
 
 A full-size model with random weights; the first ``--episodes`` episodes of every task at every k, packed into
 rows as the ``hf`` backend packs them (``reuse=prefix``) and cut into batches of ``--batch-size`` prompts.
-For each choice of SDPA kernels (``CHOICES``: which takes a read's causal head, which the rest under its mask), then
-for each ``--rows-a-call`` (``attention.PREFILL_ROWS_A_CALL``: a read's attention in calls of that many rows),
-alone and with the queries after the causal head through ``kernels.windowed_attention``
-(``-o prefill_rest=windowed``; then its other ``--windowed-tiles``): the median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
+For each choice of SDPA kernels (``CHOICES``: which takes a read's causal head, which the rest under its mask): the
+median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
 kernels in force, as a run reads), its ratio to the default choice, and the first-position logits' relative error
 against the default's. Then one profiled pass of the default: CUDA time by kernel class. First, what sdpa's
 first call on a shape it has not seen costs against the same call again, for each kernel (cuDNN builds a graph
@@ -20,7 +18,6 @@ import argparse
 import contextlib
 import statistics
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -28,8 +25,6 @@ from gpu_throughput import relative_error
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from audioicl.backends.hf.backend import HFBackend
-from audioicl.backends.hf.reuse import attention
-from audioicl.backends.hf.reuse import kernels as kernels_module
 from audioicl.backends.hf.reuse.decode import prefill
 from audioicl.backends.hf.reuse.rows import batches
 from audioicl.testing import full_size_model
@@ -120,32 +115,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=16)
-    parser.add_argument(
-        "--rows-a-call",
-        default="0",
-        help="attention.PREFILL_ROWS_A_CALL values, each a row of its own (with the default kernels; 0: one call)",
-    )
-    parser.add_argument(
-        "--windowed-tiles",
-        default="64x64x4x2,128x64x8x2,128x64x8x3,64x64x4x3,128x32x4x3",
-        help="kernels.Tiles for the windowed kernel (queries x keys x warps x stages): the first in the rows "
-        "above, each other a row of its own",
-    )
     args = parser.parse_args()
-
-    print("| sdpa kernel, call | first call on a new shape ms | the same call again ms |\n|---|---|---|")
-    for label, choice, masked in (
-        ("cuDNN, masked", [CUDNN], True),
-        ("efficient, masked", [EFFICIENT], True),
-        ("cuDNN, causal", [CUDNN], False),
-        ("flash, causal", [FLASH], False),
-    ):
-        try:
-            made = new_shape_ms(choice, masked)
-        except RuntimeError as exc:  # the kernel refuses these inputs
-            print(f"| {label} | — | {str(exc).splitlines()[0][:60]} |")
-            continue
-        print(f"| {label} | {made[0]:.1f} | {made[1]:.1f} |", flush=True)
 
     model, processor = full_size_model(args.family, "cuda", torch.bfloat16)
     backend = HFBackend.around(f"hf:{args.family}-full-random", model, processor, reuse="prefix")
@@ -164,24 +134,11 @@ def main() -> None:
             flush=True,
         )
         reference = None
-        runs = [(label, choice, 0, False) for label, choice in CHOICES.items()]
-        runs += [
-            (f"default, {n} rows a call", None, int(n), False) for n in args.rows_a_call.split(",") if int(n)
-        ]
-        runs += [
-            (f"the rest windowed (Triton), {int(n) or 'all'} rows a call", None, int(n), True)
-            for n in args.rows_a_call.split(",")
-        ]
-        tiles = [kernels_module.Tiles(*map(int, each.split("x"))) for each in args.windowed_tiles.split(",")]
-        runs += [(f"the rest windowed, all rows a call, {t}", None, 0, t) for t in tiles[1:]]
         print(
             "| SDPA kernels | prefill s (median) | vs default | max rel. error of logits vs default | note |"
         )
         print("|---|---|---|---|---|", flush=True)  # each row as it is measured: a cut run keeps its rows
-        for label, choice, rows_a_call, windowed in runs:
-            attention.PREFILL_ROWS_A_CALL = rows_a_call
-            backend.path.parts = replace(backend.path.parts, prefill_rest="windowed" if windowed else "sdpa")
-            kernels_module.WINDOWED_TILES = windowed if isinstance(windowed, tuple) else tiles[0]
+        for label, choice in CHOICES.items():
             try:
                 with kernels(choice):
                     prefill_all(backend, work, steps)  # warm-up
@@ -203,9 +160,6 @@ def main() -> None:
                 for j in range(a.shape[1])
             )
             print(f"| {label} | {seconds:.3f} | {reference[0] / seconds:.2f}x | {error:.1e} | |", flush=True)
-        attention.PREFILL_ROWS_A_CALL = 0  # the default, profiled below
-        backend.path.parts = replace(backend.path.parts, prefill_rest="sdpa")
-        kernels_module.WINDOWED_TILES = tiles[0]
 
         from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
@@ -227,6 +181,22 @@ def main() -> None:
         print(
             prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=12, max_name_column_width=60)
         )
+
+    # last: measured first (2026-12-06), the choices after it ran the efficient kernel by default where
+    # `audioicl run` has cuDNN; the priorities sdpa_kernel(..., set_priority=True) set are the suspect
+    print("\n| sdpa kernel, call | first call on a new shape ms | the same call again ms |\n|---|---|---|")
+    for label, choice, masked in (
+        ("cuDNN, masked", [CUDNN], True),
+        ("efficient, masked", [EFFICIENT], True),
+        ("cuDNN, causal", [CUDNN], False),
+        ("flash, causal", [FLASH], False),
+    ):
+        try:
+            made = new_shape_ms(choice, masked)
+        except RuntimeError as exc:  # the kernel refuses these inputs
+            print(f"| {label} | — | {str(exc).splitlines()[0][:60]} |")
+            continue
+        print(f"| {label} | {made[0]:.1f} | {made[1]:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

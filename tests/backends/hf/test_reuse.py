@@ -25,12 +25,7 @@ from audioicl.backends.hf import KIND as HF  # noqa: E402
 from audioicl.backends.hf.backend import HFBackend  # noqa: E402
 from audioicl.backends.hf.features import feature_batch  # noqa: E402
 from audioicl.backends.hf.load import reuse_for  # noqa: E402
-from audioicl.backends.hf.reuse.attention import (  # noqa: E402
-    PrefillCall,
-    PrefillShape,
-    prefill_attention,
-    prefill_shape,
-)
+from audioicl.backends.hf.reuse.attention import PrefillShape, prefill_attention, prefill_shape  # noqa: E402
 from audioicl.backends.hf.reuse.rows import (  # noqa: E402
     ClipSpan,
     TokenSequence,
@@ -144,83 +139,31 @@ def test_a_prefills_causal_head_is_what_every_row_reads_causally_and_no_query_re
     )
     plan = layout(rows, steps=3, pad_id=0, device=torch.device("cpu"), align=1)
     assert plan.total == plan.prefill + 3 * 2  # the decode's slots after the read
-    whole = prefill_shape(plan.visible(slice(0, plan.prefill)), slice(0, plan.prefill))
-    assert whole == PrefillShape(0, (PrefillCall(0, 2, 5, 9),))
-    assert (whole.causal, whole.keys) == (5, 9)
-    after = prefill_shape(plan.visible(slice(2, 9)), slice(2, 9))  # after a common prefix
-    assert after == PrefillShape(2, (PrefillCall(0, 2, 3, 9),))
-    # a call a row: each its own causal head (a's trunk of 8, b's of 5) and keys to its own end (9 and 6)
-    lengths = torch.tensor([row.length for row in rows])
-    assert prefill_shape(plan.visible(slice(0, 9)), slice(0, 9), lengths, rows_a_call=1) == PrefillShape(
-        0, (PrefillCall(0, 1, 8, 9), PrefillCall(1, 2, 5, 6))
-    )
+    assert prefill_shape(plan.visible(slice(0, plan.prefill)), slice(0, plan.prefill)) == PrefillShape(5, 9)
+    assert prefill_shape(plan.visible(slice(2, 9)), slice(2, 9)) == PrefillShape(
+        3, 9
+    )  # after a common prefix
     packed = layout(pack_rows(rows), steps=1, pad_id=0, device=torch.device("cpu"), align=1)
     assert prefill_shape(packed.visible(slice(0, 6)), slice(0, 6)).causal == 5
 
 
-@pytest.mark.parametrize("packed", [False, True])
-@pytest.mark.parametrize("start", [0, 3])
-def test_a_querys_two_runs_of_keys_are_what_its_mask_shows(packed, start):
-    """``Layout.windows``: each prefill query sees its trunk's shared part and its own tokens up to itself;
-    a padding position itself only (for the windowed kernel, which reads no mask)."""
-    rows = pack(
-        [sequence(0, "a", list(range(1, 41))), sequence(1, "a", [*range(1, 21), 7, 7, 7])]
-        + [
-            sequence(2, "b", list(range(1, 31))),
-            sequence(3, "b", [*range(1, 11), 8]),
-            sequence(4, "c", [5] * 9),
-        ],
-        share=True,
-    )
-    rows = pack_rows(rows) if packed else rows
-    plan = layout(rows, steps=2, pad_id=0, device=torch.device("cpu"), align=8)
-    span = slice(start, plan.prefill)
-    lo, hi, own = plan.windows(span)
-    keys = torch.arange(plan.total)[None, None, :]
-    position = torch.arange(span.start, span.stop)[None, :, None]
-    shown = ((keys >= lo[..., None]) & (keys < hi[..., None])) | (
-        (keys >= own[..., None]) & (keys <= position)
-    )
-    assert torch.equal(shown, plan.visible(span))
-
-
-@pytest.mark.parametrize(
-    ("start", "groups", "rows_a_call", "windowed"),
-    [
-        (0, 1, 0, False),
-        (3, 1, 0, False),
-        (3, 2, 0, False),
-        (3, 2, 1, False),
-        (0, 1, 2, False),
-        (0, 2, 0, True),
-    ]
-    + [(3, 1, 2, True)],
-)
-def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups, rows_a_call, windowed):
+@pytest.mark.parametrize(("start", "groups"), [(0, 1), (3, 1), (3, 2)])
+def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups):
     """A read's span from ``start`` (a common prefix in the cache before it) over a cache with the decode's
-    slots after it, with grouped queries, in one call or in calls of ``rows_a_call`` rows (each to its own
-    longest row): the same output as sdpa over every key under the additive mask, at every position that
-    is not padding (a call's queries after its last key, padding in each of its rows, are zeros)."""
+    slots after it, with grouped queries: the same output as sdpa over every key under the additive mask."""
     from audioicl.backends.hf.reuse.rows import additive_mask
 
     rows = pack(
         [sequence(0, "a", list(range(1, 81))), sequence(1, "a", [*range(1, 41), 7, 7, 7])]
-        + [sequence(2, "b", list(range(1, 71))), sequence(3, "b", [*range(1, 51), 8])]
-        + [sequence(4, "c", list(range(1, 31))), sequence(5, "c", [*range(1, 21), 9, 9])],
+        + [sequence(2, "b", list(range(1, 71))), sequence(3, "b", [*range(1, 51), 8])],
         share=True,
     )
     plan = layout(rows, steps=4, pad_id=0, device=torch.device("cpu"), align=8)
     span = slice(start, plan.prefill)
     visible = plan.visible(span)
     mask = additive_mask(visible, torch.float32)
-    lengths = torch.tensor([row.length for row in rows])
-    shape = prefill_shape(visible, span, lengths, rows_a_call)
-    if windowed:  # the rest through the Triton kernel (Triton's interpreter on the CPU)
-        from dataclasses import replace as replaced
-
-        shape = replaced(shape, rest="windowed", windows=plan.windows(span))
+    shape = prefill_shape(visible, span)
     assert 0 < shape.causal < span.stop - span.start and shape.keys == plan.prefill < plan.total
-    assert len(shape.calls) == (-(-len(rows) // rows_a_call) if rows_a_call else 1)
     heads, dim = 4, 16
     generator = torch.Generator().manual_seed(start + groups)
     query = torch.randn(len(rows), heads, span.stop - span.start, dim, generator=generator)
@@ -232,11 +175,7 @@ def test_prefill_attention_is_sdpa_under_the_whole_mask(start, groups, rows_a_ca
     ).transpose(1, 2)
     made = prefill_attention(module, query, key, value, mask, shape, None)
     assert made.shape == expected.shape and made.is_contiguous()
-    for r, row in enumerate(rows):
-        real = slice(0, row.length - start)  # the row's positions of the span before its padding
-        torch.testing.assert_close(made[r, real], expected[r, real], rtol=1e-5, atol=1e-5)
-    if not rows_a_call:
-        torch.testing.assert_close(made, expected, rtol=1e-5, atol=1e-5)  # padding too
+    torch.testing.assert_close(made, expected, rtol=1e-5, atol=1e-5)
 
 
 # --------------------------------------------------------------------------- options
@@ -326,34 +265,6 @@ def test_reuse_answers_equal_generate_from_scratch_for_every_task_and_k(
     prefix_backends, one_episode_each, family
 ):
     assert_reuse_answers_equal_generate(prefix_backends[family], one_episode_each)
-
-
-@pytest.mark.parametrize(("rows_a_call", "windowed"), [(1, False), (2, False), (0, True)])
-def test_a_prefills_attention_in_calls_of_a_few_rows_answers_as_generate_from_scratch(
-    prefix_backends, one_episode_each, monkeypatch, rows_a_call, windowed
-):
-    """Each call its own causal head and its keys to its own longest row; the queries after them, padding in
-    every row of the call, get zeros: nothing a prompt reads. ``windowed``: the queries after the causal head
-    through the Triton kernel that reads each query's two runs of keys (Triton's interpreter on the CPU)."""
-    from audioicl.backends.hf.reuse import attention
-
-    backend = prefix_backends["qwen2-audio"]
-    requests = [r for r in episode_major_requests(one_episode_each, backend.family) if r.k in (1, 4, 5)]
-    requests = [r for r in requests if r.task in ("MorseCode", "AudioCount", "AudioLength")]  # rows unequal
-    config = GenerationConfig(max_new_tokens=3, batch_size=6)
-    expected = [r.text for r in with_reuse(backend, "off").generate(requests, config)]
-    monkeypatch.setattr(attention, "PREFILL_ROWS_A_CALL", rows_a_call)
-    if windowed:  # -o prefill_rest=windowed, as a user asks for it
-        backend = backend.with_options(prefill_rest="windowed")
-        share_features(prefix_backends["qwen2-audio"], backend)
-        assert backend.info["attention"]["prefill"]["rest"] == "windowed"
-    from audioicl.backends.hf.reuse import kernels
-
-    calls = []
-    real = kernels.windowed_attention
-    monkeypatch.setattr(kernels, "windowed_attention", lambda *a: calls.append(1) or real(*a))
-    assert [r.text for r in backend.generate(requests, config)] == expected
-    assert bool(calls) == windowed
 
 
 @pytest.fixture(scope="module")

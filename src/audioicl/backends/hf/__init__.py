@@ -90,16 +90,6 @@ KIND = Kind(
             note="auto: on a CUDA device",
         ),
         Option(
-            "prefill_rest",
-            choice("auto", "sdpa", "cudnn", "windowed"),
-            "auto",
-            "what takes the fast path's prefill queries after the causal head all of a read's rows share: sdpa "
-            "under the mask (sdpa: its own choice of kernel; cudnn: cuDNN's), or a Triton kernel that reads "
-            "each query's visible keys, no mask (windowed; sdpa where Triton does not run)",
-            keeps_answers=True,
-            note="auto: sdpa",
-        ),
-        Option(
             "cuda_graphs",
             SPEED,
             "auto",

@@ -21,9 +21,6 @@ causally (``PrefillShape.causal``, from the mask itself) go through sdpa's causa
 lower triangle, and only the rest through the mask. No prefill query reads a key after the read's last position,
 so the keys stop there (``PrefillShape.keys``; the static cache holds the decode's slots and, for a shorter
 read decoded with longer ones, more). The same attention: each query's softmax over exactly its visible keys.
-With ``PREFILL_ROWS_A_CALL`` rows a call, each call has the causal head its own rows share and its keys end at
-its own longest row: rows of a read differ in length, and a read's head is its shortest trunk
-(``benchmarks/prefill_attention_work.py`` counts what each choice computes; 0, one call, until measured).
 
 **Grouped queries under a mask** (``reuse_attention``, in place of sdpa). With an attention mask (the reuse
 path always has one: prompts share rows), transformers' sdpa copies every KV head once per query head of its
@@ -37,18 +34,15 @@ queries are many, its mask large and its time compute, so it keeps sdpa's path).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.utils.generic import is_flash_attention_requested
-
-from .graphs import triton_runs_on
 
 PREFILL_ATTRIBUTE = "_audioicl_prefill"  # where a prefill's mask carries its ``PrefillShape``
 WINDOWS = "audioicl_flash_windows"
@@ -105,86 +99,23 @@ def _window_layout(
     return made
 
 
-PREFILL_ROWS_A_CALL = 0  # a read's rows attended to in one call of the prefill's attention (0: all of them)
-# what takes a prefill's queries after its causal head (``-o prefill_rest``): sdpa under the mask (``sdpa``: its
-# own choice of kernel; ``cudnn``: cuDNN's), or ``kernels.windowed_attention`` (``windowed``: each query's two
-# runs of keys, no mask tensor, no tile nobody sees)
-PREFILL_RESTS = ("sdpa", "cudnn", "windowed")
-# ``cudnn``: cuDNN first, then the kernels that take any mask it refuses
-CUDNN_FIRST = [SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-PREFILL_REST_AUTO = "sdpa"
-
-
-def prefill_rest(asked: str, device: torch.device) -> str:
-    """The ``PREFILL_RESTS`` entry a prefill on ``device`` uses for ``-o prefill_rest=asked``: ``auto`` is
-    ``PREFILL_REST_AUTO``; ``windowed`` is ``sdpa`` where Triton does not run (``cudnn`` on a CUDA device only)."""
-    made = PREFILL_REST_AUTO if asked == "auto" else asked
-    if made == "windowed" and not triton_runs_on(device):
-        return "sdpa"
-    if made == "cudnn" and device.type != "cuda":
-        return "sdpa"
-    return made
-
-
 @dataclass(frozen=True)
-class PrefillCall:
-    """One call of a prefill's attention: rows ``first`` to ``stop`` of the read, its first ``causal`` queries
-    read causally in each of them, no query of them reads a key at ``keys`` or after (their longest row ends
-    there: the queries from there on are padding in every one of them)."""
+class PrefillShape:
+    """What a prefill's queries read: the first ``causal`` of them, in every row, each key up to its own
+    position and nothing else; none of them a key at ``keys`` or after."""
 
-    first: int
-    stop: int
     causal: int
     keys: int
 
 
-@dataclass(frozen=True)
-class PrefillShape:
-    """What a prefill's queries read, the span from position ``start`` on (a common prefix before it is in the
-    cache), by call of its attention."""
-
-    start: int
-    calls: tuple[PrefillCall, ...]
-    rest: str = "sdpa"  # what takes the queries after each call's causal head (``PREFILL_RESTS``)
-    # (lo, hi, own) of every query of the span, each [rows, queries] (``rows.Layout.windows``), where the queries after
-    # the causal head go through ``kernels.windowed_attention``
-    windows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(default=None, compare=False)
-
-    @property
-    def causal(self) -> int:
-        """The queries every row of the read reads causally."""
-        return min(call.causal for call in self.calls)
-
-    @property
-    def keys(self) -> int:
-        """Where the read's keys end."""
-        return max(call.keys for call in self.calls)
-
-
-def prefill_shape(
-    visible: torch.Tensor, queries: slice, lengths: torch.Tensor | None = None, rows_a_call: int | None = None
-) -> PrefillShape:
+def prefill_shape(visible: torch.Tensor, queries: slice) -> PrefillShape:
     """The ``PrefillShape`` of ``visible`` [rows, queries, keys], the visibility of the query positions
     ``queries`` (a prefill's span: no query sees a key after itself, ``rows.Layout.visible``): a query reads
-    causally where its visible keys number its position plus one. Its rows in calls of ``rows_a_call``
-    (``PREFILL_ROWS_A_CALL`` where None; 0: one call), each with the causal queries all its rows share and the
-    keys up to its longest row (``lengths``: each row's positions before its padding; without, the span's
-    end)."""
-    rows_a_call = PREFILL_ROWS_A_CALL if rows_a_call is None else rows_a_call
+    causally where its visible keys number its position plus one."""
     counts = visible.sum(-1)
     expected = torch.arange(queries.start + 1, queries.stop + 1, device=visible.device)
-    causal = (counts == expected).int().cumprod(1).sum(1)
-    if lengths is None or not rows_a_call:
-        lengths = torch.full_like(causal, queries.stop)
-    per_row = torch.stack([causal, lengths.to(causal)]).tolist()  # one wait for the device
-    rows = len(per_row[0])
-    step = rows_a_call or rows
-    calls = []
-    for first in range(0, rows, step):
-        stop = min(first + step, rows)
-        keys = max(queries.start + 1, min(max(per_row[1][first:stop]), queries.stop))
-        calls.append(PrefillCall(first, stop, min(per_row[0][first:stop]), keys))
-    return PrefillShape(queries.start, tuple(calls))
+    exact = (counts == expected).all(0)
+    return PrefillShape(int(exact.int().cumprod(0).sum()), queries.stop)
 
 
 def prefill_attention(
@@ -198,54 +129,14 @@ def prefill_attention(
     **kwargs: Any,
 ) -> torch.Tensor:
     """sdpa attention of a prefill's ``query`` [rows, heads, queries, dim] (the module docstring's causal
-    head) call by call of ``shape``: in each, its first ``causal`` queries through the causal kernel, the rest
-    up to its last key under ``attention_mask``, every key from there on left out → [rows, queries, heads, dim],
-    as sdpa's path returns it (a query after a call's last key, padding, gets zeros)."""
-    windows = shape.windows if shape.rest == "windowed" else None
-    if len(shape.calls) == 1 and shape.calls[0].keys - shape.start == query.shape[2]:
-        return _attend_rows(
-            module, query, key, value, attention_mask, shape, shape.calls[0], scaling, kwargs, windows
-        )
-    rows, heads, queries, dim = query.shape
-    out = query.new_zeros((rows, queries, heads, dim))
-    for call in shape.calls:
-        taken = slice(call.first, call.stop)
-        made = _attend_rows(
-            module, query[taken], key[taken], value[taken], attention_mask[taken], shape, call, scaling,
-            kwargs, windows and tuple(w[taken] for w in windows),
-        )  # fmt: skip
-        out[taken, : made.shape[1]] = made
-    return out
-
-
-def prefill_in_force(rest: str) -> dict[str, Any]:
-    """How a prefill attends, for the record: its rows a call (0: all of a read) and what takes the queries after
-    the causal head (``rest``, as ``prefill_rest`` resolved it)."""
-    return {"rows_a_call": PREFILL_ROWS_A_CALL, "rest": rest}
-
-
-def _attend_rows(
-    module: Any,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor,
-    shape: PrefillShape,
-    call: PrefillCall,
-    scaling: float | None,
-    kwargs: dict[str, Any],
-    windows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
-) -> torch.Tensor:
-    """One call of ``prefill_attention``: the queries before ``call.keys`` of these rows → [rows, call.keys -
-    start, heads, dim]; with ``windows`` (these rows'), the queries after the causal head through
-    ``kernels.windowed_attention``."""
-    start = shape.start
-    span = call.keys - start
-    key, value = key[:, :, : call.keys], value[:, :, : call.keys]
-    head = min(call.causal, span)
+    head): its first ``shape.causal`` queries through the causal kernel, the rest under ``attention_mask``,
+    every key from ``shape.keys`` on left out → [rows, queries, heads, dim], as sdpa's path returns it."""
+    key, value = key[:, :, : shape.keys], value[:, :, : shape.keys]
+    queries = query.shape[2]
+    head = min(shape.causal, queries)
     made = []
     if head:
-        seen = start + head  # the cache's positions before the span, and the head's own
+        seen = shape.keys - queries + head  # the cache's positions before the span, and the head's own
         groups = getattr(module, "num_key_value_groups", 1)
         first = torch.nn.functional.scaled_dot_product_attention(
             query[:, :, :head],
@@ -255,26 +146,11 @@ def _attend_rows(
             scale=scaling,
         )
         made.append(first.transpose(1, 2))
-    if head < span and windows is not None:
-        from . import kernels  # Triton is imported only where the kernel is asked for
-
-        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-        made.append(
-            kernels.windowed_attention(
-                query[:, :, head:span],
-                key,
-                value,
-                tuple(w[:, head:span] for w in windows),
-                start + head,
-                scale,
-            )
-        )
-    elif head < span:
-        with sdpa_kernel(CUDNN_FIRST, set_priority=True) if shape.rest == "cudnn" else nullcontext():
-            rest, _ = sdpa_attention_forward(
-                module, query[:, :, head:span], key, value, attention_mask[:, :, head:span, : call.keys],
-                scaling=scaling, **kwargs,
-            )  # fmt: skip
+    if head < queries:
+        rest, _ = sdpa_attention_forward(
+            module, query[:, :, head:], key, value, attention_mask[:, :, head:, : shape.keys],
+            scaling=scaling, **kwargs,
+        )  # fmt: skip
         made.append(rest)
     return torch.cat(made, dim=1) if len(made) > 1 else made[0].contiguous()
 

@@ -25,27 +25,12 @@ Triton's interpreter (the tests do: the same kernel code, executed with numpy).
 
 from __future__ import annotations
 
-import math
-from typing import NamedTuple
-
 import torch
 import triton
 import triton.language as tl
 
 TILE = 4096  # elements a program of ``rms_norm`` reads (rows of a narrower width share a program)
 SPAN = 2048  # elements a program of ``silu_mul`` reads
-
-
-class Tiles(NamedTuple):
-    """How ``windowed_attention`` cuts its work: queries a program, keys a step, warps, pipeline stages."""
-
-    queries: int
-    keys: int
-    warps: int
-    stages: int
-
-
-WINDOWED_TILES = Tiles(64, 64, 4, 2)  # benchmarks/prefill_attention.py times the others
 
 
 @triton.jit(do_not_specialize=["rows", "eps"])
@@ -201,102 +186,3 @@ def rowwise_e4m3(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     warps = 16 if block >= 8192 else 8 if block >= 2048 else 4
     _rowwise_e4m3[(rows,)](x, out, scale, rows, width, x.stride(0), BLOCK=block, num_warps=warps)
     return out, scale
-
-
-@triton.jit(do_not_specialize=["queries", "keys", "first_position", "scale"])
-def _windowed_attention(
-    q_ptr, k_ptr, v_ptr, lo_ptr, hi_ptr, own_ptr, out_ptr,
-    queries, keys, first_position, scale, heads, groups,
-    q_row, q_head, q_query, k_row, k_head, k_key, v_row, v_head, v_key, w_row,
-    BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr, IEEE: tl.constexpr,
-):  # fmt: skip
-    block, pair = tl.program_id(0), tl.program_id(1).to(tl.int64)
-    row, head = pair // heads, pair % heads
-    kv_head = head // groups
-    at = block * BM + tl.arange(0, BM)
-    used = at < queries
-    position = first_position + at
-    lo = tl.load(lo_ptr + row * w_row + at, mask=used, other=0)
-    hi = tl.load(hi_ptr + row * w_row + at, mask=used, other=0)
-    own = tl.load(own_ptr + row * w_row + at, mask=used, other=0)
-    own = tl.where(used, own, position)
-    last = tl.where(used, position, -1)
-    dim = tl.arange(0, D)
-    q = tl.load(
-        q_ptr + row * q_row + head * q_head + at[:, None] * q_query + dim[None, :], mask=used[:, None]
-    )
-    top = tl.full([BM], float("-inf"), tl.float32)
-    total = tl.zeros([BM], tl.float32)
-    acc = tl.zeros([BM, D], tl.float32)
-    some = hi > lo
-    start = tl.minimum(tl.min(tl.where(some, lo, first_position + queries)), tl.min(own))
-    stop = tl.max(last) + 1
-    for first in range(start - start % BN, stop, BN):
-        key = first + tl.arange(0, BN)
-        stored = key < keys
-        in_window = some[:, None] & (key[None, :] >= lo[:, None]) & (key[None, :] < hi[:, None])
-        in_own = (key[None, :] >= own[:, None]) & (key[None, :] <= last[:, None])
-        seen = (in_window | in_own) & stored[None, :]
-        if tl.max(tl.max(seen.to(tl.int32), axis=1), axis=0) > 0:  # a tile no query sees is not read
-            k = tl.load(
-                k_ptr + row * k_row + kv_head * k_head + key[None, :] * k_key + dim[:, None],
-                mask=stored[None, :], other=0.0,
-            )  # fmt: skip
-            if IEEE:  # noqa: SIM108 (Triton's compiler takes a constexpr branch, not a conditional expression)
-                s = tl.dot(q, k, input_precision="ieee") * scale
-            else:
-                s = tl.dot(q, k) * scale
-            s = tl.where(seen, s, float("-inf"))  # in log2 units: ``scale`` carries log2(e)
-            new_top = tl.maximum(top, tl.max(s, axis=1))
-            safe = tl.where(new_top == float("-inf"), 0.0, new_top)
-            kept = tl.exp2(top - safe)
-            p = tl.exp2(s - safe[:, None])
-            total = total * kept + tl.sum(p, axis=1)
-            v = tl.load(
-                v_ptr + row * v_row + kv_head * v_head + key[:, None] * v_key + dim[None, :],
-                mask=stored[:, None], other=0.0,
-            )  # fmt: skip
-            if IEEE:
-                acc = acc * kept[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
-            else:
-                acc = acc * kept[:, None] + tl.dot(p.to(v.dtype), v)
-            top = new_top
-    out = acc / tl.where(total > 0, total, 1.0)[:, None]
-    target = out_ptr + ((row * queries + at[:, None]) * heads + head) * D + dim[None, :]
-    tl.store(target, out.to(out_ptr.dtype.element_ty), mask=used[:, None])
-
-
-def windowed_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    windows: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    first_position: int,
-    scale: float,
-) -> torch.Tensor:
-    """Attention of a prefill's queries that each see two runs of keys, read tile by tile where some query of
-    the tile sees some key of it (no mask tensor, no tile nobody sees): ``query`` [rows, heads, queries, dim] at
-    positions ``first_position`` on, ``key``/``value`` [rows, kv heads, keys, dim] (heads a multiple of kv
-    heads; no KV head copied; every key a query sees lies before ``keys``), ``windows`` = (lo, hi, own), each
-    [rows, queries] int32: a query at position p sees the keys in [lo, hi) (its trunk's shared part; none where
-    hi <= lo) and in [own, p] (its own tokens up to itself) → [rows, queries, heads, dim], as transformers'
-    attention returns it. The scores and softmax in fp32, the probabilities rounded to the values' dtype before
-    their product, as the flash kernels do."""
-    rows, heads, queries, dim = query.shape
-    groups = heads // key.shape[1]
-    query = query if query.stride(-1) == 1 else query.contiguous()
-    key, value = (x if x.stride(-1) == 1 else x.contiguous() for x in (key, value))
-    lo, hi, own = (w.to(torch.int32).contiguous() for w in windows)
-    out = torch.empty((rows, queries, heads, dim), dtype=query.dtype, device=query.device)
-    if out.numel() == 0:
-        return out
-    tiles = WINDOWED_TILES
-    _windowed_attention[(triton.cdiv(queries, tiles.queries), rows * heads)](
-        query, key, value, lo, hi, own, out, queries, key.shape[2], first_position, scale * math.log2(math.e),
-        heads, groups,
-        query.stride(0), query.stride(1), query.stride(2), key.stride(0), key.stride(1), key.stride(2),
-        value.stride(0), value.stride(1), value.stride(2), lo.stride(0),
-        BM=tiles.queries, BN=tiles.keys, D=dim, IEEE=query.dtype == torch.float32,
-        num_warps=tiles.warps, num_stages=tiles.stages,
-    )  # fmt: skip
-    return out

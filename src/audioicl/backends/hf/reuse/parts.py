@@ -4,7 +4,7 @@ encoder, found in its transformers model; ``PARTS`` maps a family to the functio
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -12,15 +12,8 @@ from transformers import StaticCache
 from transformers.cache_utils import StaticLayer
 from transformers.masking_utils import create_bidirectional_mask
 
-from .attention import (
-    PREFILL_ATTRIBUTE,
-    REUSE,
-    attention_in_force,
-    batched_windows,
-    prefill_in_force,
-    prefill_shape,
-)
-from .rows import PAD_SLOT, Layout, additive_mask
+from .attention import PREFILL_ATTRIBUTE, attention_in_force, batched_windows, prefill_shape
+from .rows import Layout, additive_mask
 
 # --------------------------------------------------------------------------- the model's parts
 
@@ -40,16 +33,10 @@ class ModelParts:
     # what else the decoder reads of a prompt's token ids when it is given embeddings (Gemma 4's per-layer
     # inputs), as keyword arguments
     read_inputs: Callable[[torch.Tensor], dict[str, torch.Tensor]] | None = None
-    # what takes a prefill's queries after its causal head (``attention.prefill_rest``, resolved)
-    prefill_rest: str = "sdpa"
 
     def attention(self) -> dict[str, Any]:
-        """What this path's calls attend through, for the record (with ``reuse_attention``, how its prefills
-        attend: ``attention.prefill_in_force``)."""
-        made: dict[str, Any] = attention_in_force(self.text_config, self.windowed_tower)
-        if made["decoder"] == REUSE:
-            made["prefill"] = prefill_in_force(self.prefill_rest)
-        return made
+        """What this path's calls attend through, for the record."""
+        return attention_in_force(self.text_config, self.windowed_tower)
 
     @property
     def sliding_window(self) -> int | None:
@@ -73,11 +60,7 @@ class ModelParts:
         visible = plan.visible(queries, rows)
         made = {"full_attention": additive_mask(visible, dtype)}
         if prefill:
-            lengths = (plan.owner[rows, : queries.stop] != PAD_SLOT).sum(-1)  # each row's before its padding
-            shape = replace(prefill_shape(visible, queries, lengths), rest=self.prefill_rest)
-            if self.prefill_rest == "windowed":
-                shape = replace(shape, windows=plan.windows(queries, rows))
-            setattr(made["full_attention"], PREFILL_ATTRIBUTE, shape)
+            setattr(made["full_attention"], PREFILL_ATTRIBUTE, prefill_shape(visible, queries))
         window = self.sliding_window
         if window is not None:
             positions = plan.positions[rows]

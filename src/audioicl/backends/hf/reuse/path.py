@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -20,7 +19,6 @@ from audioicl.lru import BoundedLRU
 
 from ...base import GenerationConfig, GenerationStopped, Response
 from ..features import ClipFeatures, SideStream, feature_batch
-from . import attention
 from .decode import CachesNotJoinable, generate_rows
 from .graphs import FastPaths, Fusion, compile_decoder, compiled_or_eager, first_line, fuse_decoder
 from .parts import ModelParts
@@ -56,7 +54,6 @@ class ReusePath:
         respond: Callable[..., Response],
         counters: tuple[dict[str, float], dict[str, int]],
     ):
-        parts = replace(parts, prefill_rest=attention.prefill_rest(settings.prefill_rest, device))
         self.parts, self.model, self.device, self.reuse = parts, model, device, mode
         self.family = family
         self.audio_token_id, self.pad_token_id, self.stop_ids = ids

@@ -240,26 +240,6 @@ class Layout:
         itself = keys[None, None, :] == query_ids[None, :, None]
         return (same & causal) | trunk | itself
 
-    def windows(
-        self, queries: slice, rows: slice = slice(None)
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """What ``visible`` shows each query of a prefill's span ``queries`` as two runs of keys, each
-        [rows, queries]: ``lo`` to ``hi`` (its group's trunk's first positions it shares; empty for a trunk)
-        and ``own`` to itself (its own tokens up to itself: its member's positions are one run; a padding
-        position sees only itself)."""
-        owner = self.owner[rows]
-        owner_q = owner[:, queries]
-        member = owner_q.clamp(min=0)
-        real = owner_q >= 0
-        lo = torch.gather(self.trunk_at[rows], 1, member)
-        hi = lo + torch.gather(self.limit[rows], 1, member)
-        keys = torch.arange(self.total, device=owner.device)
-        begins = torch.ones_like(owner, dtype=torch.bool)
-        begins[:, 1:] = owner[:, 1:] != owner[:, :-1]
-        run_start = torch.where(begins, keys, 0).cummax(1).values[:, queries]
-        position = keys[queries].expand_as(owner_q)
-        return torch.where(real, lo, 0), torch.where(real, hi, 0), torch.where(real, run_start, position)
-
 
 def layout(rows: Sequence[Row], steps: int, pad_id: int, device: torch.device, align: int = 16) -> Layout:
     """The tensors for ``rows`` with room for ``steps`` generated tokens per member read back in."""
