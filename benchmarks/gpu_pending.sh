@@ -15,6 +15,7 @@
 #   bash benchmarks/gpu_pending.sh omni20        # the Omni thinkers over 20 episodes a task (issue 23's mix)
 #   bash benchmarks/gpu_pending.sh ramp          # the Omni thinkers' 20-episode mix: windows 1, 2, 4 batches vs 4
 #   bash benchmarks/gpu_pending.sh row20 FAMILIES # each family's row: its mix by default, 5 episodes by plain generate
+#   bash benchmarks/gpu_pending.sh rows FAMILIES  # row20 for many families at once, one a GPU (nvidia-h100-x8)
 #   bash benchmarks/gpu_pending.sh same20 FAMILY # its 20-episode mix, reuse=off and prefix: the answers' identical share
 #   bash benchmarks/gpu_pending.sh encode        # the reuse path's encoder at 32, 64 and 128 clips a call
 #   bash benchmarks/gpu_pending.sh voxtral       # Voxtral's row, now on the fast path (45 prompts)
@@ -119,6 +120,32 @@ case "$part" in
     build 20
     "$py" benchmarks/whole_run.py --data /tmp/B20 --families "${2:?row20 needs families}" \
       --run "default=" --run "plain=-o reuse=off --name plain --limit 5" --json "$out/row20_${2//,/_}.json"
+    ;;
+  rows)  # issue 41: `row20` for many families at once on a machine of several GPUs (nvidia-h100-x8: every family in
+    # one call): lane g runs families g, g + GPUs, ... one after another on GPU g, each in its own work folder; a
+    # family without the fast path (its default is plain generate) runs only the plain run. Each lane's table
+    # and JSON under $out; Qwen3-Omni's checkpoint needs 61 GB of disk (an x8 machine has 235 GiB)
+    build 20
+    IFS=, read -ra families <<< "${2:?rows needs families}"
+    gpus=$(nvidia-smi -L | wc -l)
+    fast=$("$py" -c "from audioicl.backends.hf.reuse.parts import PARTS; print(' '.join(PARTS))")
+    lane() {  # lane GPU FAMILY...
+      local gpu=$1; shift
+      for family in "$@"; do
+        local runs=(--run "plain=-o reuse=off --name plain --limit 5")
+        [[ " $fast " == *" $family "* ]] && runs=(--run "default=" "${runs[@]}")
+        CUDA_VISIBLE_DEVICES=$gpu "$py" benchmarks/whole_run.py --data /tmp/B20 --families "$family" \
+          --work "/tmp/whole-run-$gpu" "${runs[@]}" --json "$out/row20_$family.json" \
+          > "$out/row20_$family.txt" 2>&1 || echo "$family: exit $? (row20_$family.txt)"
+      done
+    }
+    for ((g = 0; g < gpus && g < ${#families[@]}; g++)); do
+      mine=()
+      for ((at = g; at < ${#families[@]}; at += gpus)); do mine+=("${families[at]}"); done
+      lane "$g" "${mine[@]}" &
+    done
+    wait
+    grep -hE "^\| [a-z0-9]|identical to|runs [0-9.]+x" "$out"/row20_*.txt | grep -v "^| B vs A" || true
     ;;
   same20)
     family=${2:?same20 needs a family}
