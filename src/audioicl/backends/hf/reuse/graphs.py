@@ -29,12 +29,6 @@ import torch
 log = logging.getLogger("audioicl.backends")
 
 
-def triton_runs_on(device: torch.device) -> bool:
-    """Whether Triton's kernels run on ``device``: a CUDA device's, or, where ``TRITON_INTERPRET=1`` (the
-    tests), the CPU's through Triton's interpreter."""
-    return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
-
-
 @dataclass
 class FastPaths:
     """Which fast paths this backend runs, and for each asked for but not running, why."""
@@ -53,7 +47,8 @@ class FastPaths:
         paths = cls(compile == "on", cuda_graphs != "off", asked, fused=fused != "off")
         if fused == "auto" and (paths.compile or device.type != "cuda"):
             paths.fused = False
-        triton_runs_here = triton_runs_on(device)
+        # where TRITON_INTERPRET=1 (the tests), ``on`` runs the kernels on the CPU through Triton's interpreter
+        triton_runs_here = device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
         if paths.compile:
             paths.give_up("fused", "compile=on fuses the same modules")
         if not triton_runs_here:
