@@ -6,7 +6,7 @@ checkpoint as a run sends it (episode-major windows of the runner's sizes, packe
 lengths are approximate). Printed:
 
 - the reads and the decodes they make: reads joined while the joined KV cache fits ``--budget-gib`` (the path's
-  rule, ``ReusePath._decode_groups``; 15.75 GiB is what a bf16 Qwen2-Audio run on an H100 gets), the KV cache a
+  rule, ``rows.decode_groups``; 15.75 GiB is what a bf16 Qwen2-Audio run on an H100 gets), the KV cache a
   read holds at Qwen2-Audio-7B's 512 KiB a position, and the share of the positions a decode step reads that are
   each row's own (the rest: rows padded to the joined length);
 - the prefill's attention: the queries after the read's causal head (its *shortest* trunk: the masked kernel
@@ -21,41 +21,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from audioicl.backends.hf.reuse.rows import Row, batches, cache_positions, common_prefix
-from audioicl.inference.options import RunOptions
-from audioicl.inference.runner import window_sizes, windows
-from audioicl.testing.requests import built_benchmark, episode_major_requests, packed_rows, tiny_backend
+from audioicl.backends.hf.reuse.path import AUTO_DECODE_BATCHES
+from audioicl.backends.hf.reuse.rows import Row, cache_positions, common_prefix, decode_groups
+from audioicl.testing.requests import built_benchmark, episode_major_requests, run_batches, tiny_backend
 
 KV_BYTES = 32 * 2 * 32 * 128 * 2  # Qwen2-Audio-7B in bf16: 32 layers' keys and values of 32 heads of 128
-DECODED_TOGETHER = 4  # the path's decode_batches on a GPU
 STEPS = 15  # 16 new tokens: the first comes from the prefill
-
-
-def read_batches(requests, backend, batch_size: int) -> list[list[Row]]:
-    """The batches of ``requests`` as the runner's windows and the backend's packing make them."""
-    options = RunOptions(data=Path("."), model="hf:tiny", out=Path("."), batch_size=batch_size)
-    made = []
-    for window in windows(
-        requests, window_sizes(options), whole_episodes=True, episode_of=lambda r: r.episode_id
-    ):
-        rows, _ = packed_rows(backend, list(window))
-        made += batches(rows, batch_size)
-    return made
-
-
-def decode_groups(reads: list[list[Row]], budget: float) -> list[list[Row]]:
-    """``reads`` joined into decodes as ``ReusePath._decode_groups`` joins them under a KV budget."""
-    groups: list[list[Row]] = []
-    joined = 0
-    for read in reads:
-        fits = groups and cache_positions([*groups[-1], *read], STEPS) * KV_BYTES <= budget
-        if fits and joined < DECODED_TOGETHER:
-            groups[-1] += read
-            joined += 1
-        else:
-            groups.append(list(read))
-            joined = 1
-    return groups
 
 
 def rest_after(read: list[Row], per_row: bool) -> tuple[int, int]:
@@ -83,8 +54,11 @@ def main() -> None:
         root = built_benchmark(Path(tmp) / "bench", args.episodes)
         backend = tiny_backend("qwen2-audio", Path(tmp) / "ckpt")
         requests = episode_major_requests(root, backend.family)
-        reads = read_batches(requests, backend, args.batch_size)
-    groups = decode_groups(reads, args.budget_gib * 2**30)
+        reads = run_batches(backend, requests, args.batch_size)
+    budget = args.budget_gib * 2**30
+    groups = decode_groups(
+        reads, AUTO_DECODE_BATCHES["cuda"], lambda rows: cache_positions(rows, STEPS) * KV_BYTES <= budget
+    )
     stepped = sum(cache_positions(group, STEPS) for group in groups)
     own = sum(row.length + STEPS * len(row.members) for group in groups for row in group)
     per_read = [cache_positions(read, STEPS) * KV_BYTES / 2**30 for read in reads]

@@ -21,24 +21,18 @@ import tempfile
 from pathlib import Path
 
 from audioicl.backends.base import Request
-from audioicl.backends.hf.reuse.rows import batches
-from audioicl.inference.options import RunOptions
-from audioicl.inference.runner import window_sizes, windows
-from audioicl.testing.requests import built_benchmark, episode_major_requests, packed_rows, tiny_backend
+from audioicl.testing.requests import built_benchmark, episode_major_requests, run_batches, tiny_backend
 
 
 def shapes(backend, all_requests: list[Request], batch_size: int, packed: bool) -> dict[str, float]:
-    sizes = window_sizes(RunOptions(data=Path("."), model="hf:tiny", out=Path("."), batch_size=batch_size))
     totals = {"batches": 0, "rows": 0, "tokens": 0, "positions": 0, "attention": 0}
-    for window in windows(all_requests, sizes, whole_episodes=True, episode_of=lambda r: r.episode_id):
-        rows, _ = packed_rows(backend, list(window))
-        for batch in batches(rows, batch_size, packed=packed):
-            longest = max(row.length for row in batch)
-            totals["batches"] += 1
-            totals["rows"] += len(batch)
-            totals["tokens"] += sum(row.length for row in batch)
-            totals["positions"] += len(batch) * longest
-            totals["attention"] += len(batch) * longest**2
+    for batch in run_batches(backend, all_requests, batch_size, packed=packed):
+        longest = max(row.length for row in batch)
+        totals["batches"] += 1
+        totals["rows"] += len(batch)
+        totals["tokens"] += sum(row.length for row in batch)
+        totals["positions"] += len(batch) * longest
+        totals["attention"] += len(batch) * longest**2
     return totals
 
 

@@ -45,6 +45,27 @@ def packed_rows(backend: Any, requests: list[Request]) -> tuple[list[Any], dict[
     return rows, clips
 
 
+def run_batches(
+    backend: Any, requests: list[Request], batch_size: int, packed: bool = False
+) -> list[list[Any]]:
+    """The reads a run makes of ``requests`` (episode-major, as ``episode_major_requests`` gives them): the
+    runner's windows (``inference.runner.window_sizes``; none cuts an episode), each packed into the reuse
+    path's rows (``packed_rows``) and cut into batches of ``batch_size`` prompts (``packed``: as ``-o pack=on``
+    cuts them)."""
+    from audioicl.backends.hf.reuse.rows import batches
+    from audioicl.inference.options import RunOptions
+    from audioicl.inference.runner import window_sizes, windows
+
+    options = RunOptions(data=Path("."), model="hf:tiny", out=Path("."), batch_size=batch_size)
+    made = []
+    for window in windows(
+        requests, window_sizes(options), whole_episodes=True, episode_of=lambda r: r.episode_id
+    ):
+        rows, _ = packed_rows(backend, list(window))
+        made += batches(rows, batch_size, packed=packed)
+    return made
+
+
 def built_benchmark(out: Path, episodes: int) -> Path:
     """``audioicl build --out OUT --episodes EPISODES`` in a process of its own, as a user builds it; OUT."""
     command = [sys.executable, "-m", "audioicl", "build", "--out", str(out), "--episodes", str(episodes)]

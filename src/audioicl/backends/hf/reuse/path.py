@@ -22,7 +22,17 @@ from ..features import ClipFeatures, SideStream, feature_batch
 from .decode import CachesNotJoinable, generate_rows
 from .graphs import FastPaths, Fusion, compile_decoder, compiled_or_eager, first_line, fuse_decoder
 from .parts import ModelParts
-from .rows import Row, batches, cache_positions, kv_bytes_per_position, pack, pack_rows, runs, token_sequence
+from .rows import (
+    Row,
+    batches,
+    cache_positions,
+    decode_groups,
+    kv_bytes_per_position,
+    pack,
+    pack_rows,
+    runs,
+    token_sequence,
+)
 
 log = logging.getLogger("audioicl.backends")
 ENCODE_CLIPS = 32  # clips per audio encoder call of the reuse path
@@ -168,16 +178,7 @@ class ReusePath:
         """The rows of consecutive ``reads`` (batches) joined into one decode: up to ``decoded_together``
         reads, and where ``decode_batches`` is auto on a GPU, only while the joined KV cache fits its budget
         (``KV_BUDGET_OF_FREE``; a read alone always)."""
-        groups: list[list[Row]] = []
-        joined = 0
-        for read in reads:
-            if groups and joined < self.decoded_together and self._kv_fits([*groups[-1], *read], steps):
-                groups[-1] += read
-                joined += 1
-            else:
-                groups.append(list(read))
-                joined = 1
-        return groups
+        return decode_groups(reads, self.decoded_together, lambda rows: self._kv_fits(rows, steps))
 
     def _kv_fits(self, rows: Sequence[Row], steps: int) -> bool:
         """Whether a decode of ``rows`` keeps its KV cache within the budget (none: always)."""
