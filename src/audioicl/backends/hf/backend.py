@@ -441,10 +441,6 @@ def make_hf(name: str, settings: Settings, workload: Workload | None = None) -> 
     precision = {"precision": settings.precision}
     if settings.precision == "fp8":  # before the fast path fuses the decoder's MLPs around its projections
         precision = quantize_decoder(loaded.model, loaded.family, settings.encoder, device).info()
-        # the replaced weights' memory back to the device: the fast path's KV budget is a share of the memory
-        # the device reports free, which the allocator's cache of those weights would hide
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
     info = {
         **backend_info(loaded, settings, device),
         **precision,

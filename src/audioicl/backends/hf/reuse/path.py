@@ -47,6 +47,14 @@ KV_BUDGET_OF_FREE = 0.25
 AUDIO_CACHE_BYTES = 4096 * 2**20  # audio embeddings of the reuse path, on the model's device
 
 
+def free_memory(device: torch.device) -> int:
+    """Bytes this process can still allocate on ``device``: what the device reports free, and what the caching
+    allocator holds but no tensor uses (weights replaced at load, as ``precision=fp8`` replaces the decoder's,
+    stay there until reused)."""
+    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return torch.cuda.mem_get_info(device)[0] + cached
+
+
 class ReusePath:
     """The reuse path over a loaded model's ``parts``: ``answer`` gives the greedy answers of prepared prompts.
     ``respond(tokens, n_in, n_audio, config)`` turns a prompt's new tokens into its response (the backend's);
@@ -90,7 +98,7 @@ class ReusePath:
         self._kv_budget: int | None = None  # bytes a joined decode's KV cache may take (auto on a GPU)
         self._kv_bytes = kv_bytes_per_position(parts.decoder, model.dtype)  # of a position of its cache
         if self.decode_batches == "auto" and device.type == "cuda":
-            self._kv_budget = int(torch.cuda.mem_get_info(device)[0] * KV_BUDGET_OF_FREE)
+            self._kv_budget = int(free_memory(device) * KV_BUDGET_OF_FREE)
         if self.paths.compile:
             compile_decoder(parts.decoder)
         elif self.paths.fused:
