@@ -5,7 +5,7 @@ rows as the ``hf`` backend packs them (``reuse=prefix``) and cut into batches of
 For each choice of SDPA kernels (``CHOICES``: which takes a read's causal head, which the rest under its mask): the
 median over ``--repeats`` of the time to prefill all batches (audio embeddings made beforehand, not timed; the fused
 kernels in force, as a run reads), its ratio to the default choice, and the first-position logits' relative error
-against the default's. Then one profiled pass of the default: CUDA time by kernel class. First, what sdpa's
+against the default's. Then one profiled pass of the default: CUDA time by kernel class. Last, what sdpa's
 first call on a shape it has not seen costs against the same call again, for each kernel (cuDNN builds a graph
 a shape: ``new_shape_ms``).
 
