@@ -197,8 +197,9 @@ case "$part" in
   sdpa)  # issue 41: the prefill's attention is a third of its matmuls' time: which sdpa kernel for its causal head
     # and which for the rest under the mask (in-process, the fused kernels in force)
     build 20
-    cd benchmarks && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$py" prefill_attention.py --data /tmp/B20 --episodes 12 --batch-size 64 --repeats 2 \
-      | tee "$out/sdpa.md"
+    # batches of 64: at 128 the whole set's first-position logits beside a batch's prefill ran out of memory
+    cd benchmarks && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$py" prefill_attention.py --data /tmp/B20 \
+      --episodes 12 --batch-size 64 --repeats 2 | tee "$out/sdpa.md"
     ;;
   kernels)  # issue 41: where the GPU's time goes, by kind of kernel, over 3 episodes a task (in-process)
     build 20
