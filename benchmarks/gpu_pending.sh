@@ -2,16 +2,18 @@
 # The GPU measurements issues 22 and 23 still need, one device call per part (each well under the device's
 # 10 minutes a command), on a machine without network. Prepare here, once:
 #
-#   bash benchmarks/gpu_wheels.sh wheels                      # ~60 MB of wheels; wheels/ in .git/info/exclude
-#   mkdir -p wheels/old && git archive COMMIT src benchmarks | tar -x -C wheels/old   # the tree to compare with
+#   bash benchmarks/gpu_wheels.sh      # wheels/, wheels-families/, wheels-tools/ (ignored by git): see there
+#   mkdir -p wheels-old && git archive COMMIT src benchmarks | tar -x -C wheels-old   # the tree to compare with
 #
-# then run on the machine, with `wheels` carried beside the working tree:
+# then run on the machine, with `wheels` carried beside the working tree, and `wheels-families` for the parts
+# that load Voxtral, Granite Speech, Fun-ASR-Nano or Gemma 3n (rows, families, voxtral), `wheels-tools` for
+# those that profile (bf16, profile), `wheels-old` for those that compare with an older tree (64 MiB a call):
 #
 #   bash benchmarks/gpu_pending.sh families      # the hf families without a GPU row yet (issue 22)
 #   bash benchmarks/gpu_pending.sh omni          # the Omni thinkers before (57e0aa4) and now (issue 22)
 #   bash benchmarks/gpu_pending.sh pack          # -o pack=on against off, three Qwen families (issue 23)
 #   bash benchmarks/gpu_pending.sh attention     # the reuse path's attention kernels, each against its baseline
-#   bash benchmarks/gpu_pending.sh before        # the tree in wheels/old over the same runs (the baseline)
+#   bash benchmarks/gpu_pending.sh before        # the tree in wheels-old over the same runs (the baseline)
 #   bash benchmarks/gpu_pending.sh omni20        # the Omni thinkers over 20 episodes a task (issue 23's mix)
 #   bash benchmarks/gpu_pending.sh ramp          # the Omni thinkers' 20-episode mix: windows 1, 2, 4 batches vs 4
 #   bash benchmarks/gpu_pending.sh row20 FAMILIES # each family's row: its mix by default, 5 episodes by plain generate
@@ -23,7 +25,7 @@
 #   bash benchmarks/gpu_pending.sh user FAMILY    # the whole benchmark as a user runs it: checkpoint saved, audioicl run
 #   bash benchmarks/gpu_pending.sh bf16           # Qwen2-Audio's whole benchmark in bf16, audioicl run (checkpoint kept)
 #   bash benchmarks/gpu_pending.sh fp8            # then -o precision=fp8 on it: identical share and compare against bf16
-#   bash benchmarks/gpu_pending.sh levers         # kernels alone, then the 20-episode mix: wheels/old's tree vs this
+#   bash benchmarks/gpu_pending.sh levers         # kernels alone, then the 20-episode mix: wheels-old's tree vs this
 #   bash benchmarks/gpu_pending.sh profile [FAMILY] # the 20-episode mix's phases, py-spy per thread, GPU kernels
 #   bash benchmarks/gpu_pending.sh sdpa          # the prefill of 12 episodes a task: each choice of sdpa kernels
 #   bash benchmarks/gpu_pending.sh kernels [FAMILY] # the GPU kernels of 3 episodes a task by kind (in-process)
@@ -43,7 +45,7 @@ py=${PYTHON:-python3}
 
 # every carried wheel as it is, without the resolver: the image's own versions of what they need (numpy, torch,
 # torchaudio, pillow ...) stay, and pip's resolver refused the set against them
-"$py" -m pip install -q --no-deps --no-index wheels/*.whl
+"$py" -m pip install -q --no-deps --no-index wheels/*.whl $(ls wheels-families/*.whl wheels-tools/*.whl 2>/dev/null)
 export PYTHONPATH="$PWD/src"  # audioicl from the tree: installing it would need its build backend (hatchling)
 
 build() {  # build EPISODES: the benchmark at that size, once per machine
@@ -69,7 +71,7 @@ case "$part" in
     ;;
   omni)
     build 5
-    PYTHONPATH=wheels/old/src "$py" wheels/old/benchmarks/gpu_throughput.py --data /tmp/B5 \
+    PYTHONPATH=wheels-old/src "$py" wheels-old/benchmarks/gpu_throughput.py --data /tmp/B5 \
       --families qwen2.5-omni,qwen3-omni --reuse prefix --batch-size 128 --logit-episodes 0 \
       --json "$out/omni_before.json"
     "$py" benchmarks/gpu_throughput.py --data /tmp/B5 --families qwen2.5-omni,qwen3-omni --reuse prefix \
@@ -91,7 +93,7 @@ case "$part" in
     ;;
   before)
     build 10
-    PYTHONPATH=wheels/old/src "$py" wheels/old/benchmarks/gpu_throughput.py --data /tmp/B10 \
+    PYTHONPATH=wheels-old/src "$py" wheels-old/benchmarks/gpu_throughput.py --data /tmp/B10 \
       --families qwen2.5-omni,qwen3-omni,qwen2-audio --reuse prefix --limit 10 --batch-size 128 \
       --speeds graphs --logit-episodes 0 --repeats 2 --json "$out/before.json"
     ;;
@@ -211,7 +213,7 @@ case "$part" in
       > "$out/kernels.txt" 2>&1 || true
     grep -A30 "^| kernels" "$out/kernels.txt"
     ;;
-  levers)  # issue 41: the kernels alone, then the 20-episode mix through audioicl run, the tree in wheels/old
+  levers)  # issue 41: the kernels alone, then the 20-episode mix through audioicl run, the tree in wheels-old
     # (the code before) and this one taking turns on one kept checkpoint (the first run a throwaway), and
     # the share of this tree's answers identical to the old one's
     "$py" benchmarks/fused_kernels.py
@@ -221,9 +223,9 @@ case "$part" in
         --run "$1=--name $1" --json "$out/$1.json" | tail -1
     }
     turn warm
-    turn old1 "$PWD/wheels/old/src"
+    turn old1 "$PWD/wheels-old/src"
     turn new1
-    turn old2 "$PWD/wheels/old/src"
+    turn old2 "$PWD/wheels-old/src"
     turn new2
     "$py" -c "
 import sys; sys.path.insert(0, 'benchmarks'); from pathlib import Path; from whole_run import identical_share
