@@ -33,6 +33,7 @@
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
 #   bash benchmarks/gpu_pending.sh ahead FAMILY  # its 20-episode mix, -o encode_ahead=on, off, on (the first a throwaway)
+#   bash benchmarks/gpu_pending.sh codec         # Apertus 1.5's WavTokenizer a clip a call: as loaded, then prepared
 #
 # Each part writes its JSON rows under $OUT (the device tool brings them back) and prints its tables.
 set -euo pipefail
@@ -266,6 +267,12 @@ for a, b in (('old1', 'new1'), ('old1', 'old2'), ('new1', 'new2')): print(b, 'id
     build 20
     "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "$family" --reuse prefix --batch-size 128 \
       --speeds graphs --logit-episodes 0 --repeats 1 --encode-ahead on,off,on --json "$out/ahead_$family.json"
+    ;;
+  codec)  # issue 41: Apertus 1.5's codec alone (in-process), then its row through audioicl run (wheels-families
+    # not needed): the preparing thread's encode_ahead was 34.9 s of its 80.4 s run before
+    "$py" benchmarks/codec_speed.py --clips 200 --repeats 3 | tee "$out/codec.md"
+    build 20
+    "$py" benchmarks/whole_run.py --data /tmp/B20 --families apertus1p5 --run "default=" --json "$out/codec_row.json"
     ;;
   *)
     echo "unknown part $part: families, omni, pack, attention, before, omni20, ramp, same20, encode, voxtral, whole, user, fused, contend, together or ahead" >&2

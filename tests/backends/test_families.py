@@ -284,6 +284,56 @@ def test_towers_that_take_only_eager_attention_load_eager_beside_the_runs_text_a
     assert attention_implementation(FAMILIES.get("qwen2-audio"), "flash_attention_2") == "flash_attention_2"
 
 
+@pytest.mark.parametrize("name", ["gemma4", "apertus1p5"])
+def test_clips_extracted_ahead_in_calls_of_near_lengths_are_each_as_extracted_alone(
+    backends, monkeypatch, name
+):
+    """Where a clip's features do not depend on its batch mates, clips are extracted ahead longest first, so a
+    call pads its clips little (Gemma 4's numpy extractor computes the padding too): each clip's features, valid
+    frames and tokens are bit for bit those of the clip alone, and each call's clips are of near lengths."""
+    from audioicl.backends.hf import features
+    from audioicl.prompts.chat import AudioPart
+
+    featurizer = backends[name].clips
+    assert featurizer.model_family.features_independent_of_batch and not featurizer.on_device
+    monkeypatch.setattr(features, "PREFETCH_CLIPS", 3)
+    calls = []
+    extract = features.ClipFeaturizer.extract
+
+    def noted(self, clips):
+        calls.append([len(clip.wave) for clip in clips])
+        return extract(self, clips)
+
+    monkeypatch.setattr(features.ClipFeaturizer, "extract", noted)
+    rng = np.random.default_rng(5)
+    rate = featurizer.sampling_rate
+    clips = [
+        AudioPart.of((0.1 * rng.standard_normal(int(rate * seconds))).astype(np.float32), rate)
+        for seconds in (0.3, 2.2, 0.9, 1.7, 0.31, 1.2, 2.0, 0.6, 1.45, 0.75, 1.05)
+    ]
+    featurizer.features.clear()
+    featurizer.prefetch(clips)
+    lengths = [length for call in calls for length in call]
+    assert len(calls) == 4 and lengths == sorted(lengths, reverse=True)
+    for clip in clips:
+        cached = featurizer.features.get(clip.digest)
+        assert cached is not None, "not extracted ahead"
+        (alone,) = extract(featurizer, [clip])
+        assert torch.equal(cached.features, alone.features)
+        assert (cached.valid, cached.tokens) == (alone.valid, alone.tokens)
+
+
+def test_apertus_codec_is_prepared_at_load_and_recorded(backends):
+    """Apertus 1.5's WavTokenizer convolutions are prepared at load (``backends.hf.codec``: their padding
+    numbers on the CPU, weights normalised once) and the run record says how many; a model without a codec
+    has none. Its answers on the tiny checkpoint are the model card's (the tests above)."""
+    apertus = backends["apertus1p5"]
+    assert apertus.info["codec_convs"] > 0
+    convs = [m for m in apertus.model.modules() if type(m).__name__ == "WavTokenizerConv1d"]
+    assert convs and all(m.padding_total.device.type == "cpu" for m in convs)
+    assert backends["gemma4"].info["codec_convs"] == 0
+
+
 def test_apertus_tokenizes_the_clips_as_the_processor_made_them_in_a_bf16_model(
     family_checkpoints, tiny_dataset
 ):

@@ -239,7 +239,8 @@ class ClipFeaturizer:
             for clip in todo:
                 by_length.setdefault(len(clip.wave), []).append(clip)
             groups = [group for group in by_length.values() if len(group) > 1]
-        for group in groups:
+        for group in groups:  # longest first: a call pads its clips to its longest, so near lengths share one
+            group = sorted(group, key=lambda clip: len(clip.wave), reverse=True)
             for start in range(0, len(group), PREFETCH_CLIPS):
                 chunk = group[start : start + PREFETCH_CLIPS]
                 try:

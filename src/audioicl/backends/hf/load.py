@@ -20,6 +20,7 @@ from audioicl.errors import AudioICLError
 from ..families import FAMILIES, AudioFamily, family_of
 from ..kinds import Settings
 from ..rendering import check_chat_layout, config_sha256, generic_family, load_processor
+from .codec import prepare_codecs
 from .reuse.parts import PARTS
 
 log = logging.getLogger("audioicl.backends")
@@ -107,6 +108,7 @@ class Loaded:
     model_type: str
     config_sha256: str
     adapter: str | None = None  # the speech LoRA loaded, where the family has one
+    codec_convs: int = 0  # the audio codec's convolutions made cheaper to call at load (``codec``)
 
 
 def _model_class(model_type: str, family: AudioFamily | None, config: Any) -> Any:
@@ -177,7 +179,8 @@ def load_checkpoint(name: str, settings: Settings, device: torch.device, chats: 
         transformers.logging.set_verbosity(verbosity)
     adapter = _load_speech_adapter(model, name, family)
     model.eval()
-    return Loaded(model, processor, family, model_type, config_sha256(name, config), adapter)
+    codec_convs = prepare_codecs(model)
+    return Loaded(model, processor, family, model_type, config_sha256(name, config), adapter, codec_convs)
 
 
 def attention_implementation(family: AudioFamily, asked: str) -> str | dict[str, str]:
@@ -241,6 +244,7 @@ def backend_info(loaded: Loaded, settings: Settings, device: torch.device) -> di
         "attn": attention_implementation(loaded.family, settings.attn),
         "hub_kernels": settings.hub_kernels if hasattr(transformers.PreTrainedModel, "use_kernels") else None,
         "adapter": loaded.adapter,
+        "codec_convs": loaded.codec_convs,
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
