@@ -28,7 +28,7 @@
 #   bash benchmarks/gpu_pending.sh levers         # kernels alone, then the 20-episode mix: wheels-old's tree vs this
 #   bash benchmarks/gpu_pending.sh profile [FAMILY] # the 20-episode mix's phases, py-spy per thread, GPU kernels
 #   bash benchmarks/gpu_pending.sh sdpa          # the prefill of 12 episodes a task: each choice of sdpa kernels
-#   bash benchmarks/gpu_pending.sh kernels [FAMILY] # the GPU kernels of 3 episodes a task by kind (in-process)
+#   bash benchmarks/gpu_pending.sh kernels [FAMILY] [fp8] # the GPU kernels of 3 episodes a task by kind (in-process)
 #   bash benchmarks/gpu_pending.sh fused         # the Triton kernels alone, then the 20-episode mix without and with
 #   bash benchmarks/gpu_pending.sh contend       # encoder and one batch beside the preparing thread (GIL)
 #   bash benchmarks/gpu_pending.sh together      # 20-episode mix, -o decode_batches=1, 2 (and 4), three Qwen families
@@ -207,11 +207,12 @@ case "$part" in
     cd benchmarks && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$py" prefill_attention.py --data /tmp/B20 \
       --episodes 12 --batch-size 64 --repeats 2 | tee "$out/sdpa.md"
     ;;
-  kernels)  # issue 41: where the GPU's time goes, by kind of kernel, over 3 episodes a task (in-process)
+  kernels)  # issue 41: where the GPU's time goes, by kind of kernel, over 3 episodes a task (in-process);
+    # `kernels qwen2-audio fp8`: the same under -o precision=fp8's linears (its prefill gained 14 %, not ~1.85x)
     build 20
     "$py" benchmarks/gpu_throughput.py --data /tmp/B20 --families "${2:-qwen2-audio}" --reuse prefix \
       --batch-size 128 --speeds fused --logit-episodes 0 --repeats 1 --limit 3 --profile 3 \
-      > "$out/kernels.txt" 2>&1 || true
+      --precision "${3:-native}" > "$out/kernels.txt" 2>&1 || true
     grep -A30 "^| kernels" "$out/kernels.txt"
     ;;
   levers)  # issue 41: the kernels alone, then the 20-episode mix through audioicl run, the tree in wheels-old

@@ -46,7 +46,9 @@ import soundfile as sf
 import torch
 
 from audioicl.backends.base import ModelSpec
+from audioicl.backends.families import FAMILIES
 from audioicl.backends.hf.backend import HFBackend
+from audioicl.backends.hf.fp8 import quantize_decoder
 from audioicl.backends.hf.load import configure_allocator
 from audioicl.backends.hf.reuse import decode as reuse_module
 from audioicl.backends.hf.reuse import parts as parts_module
@@ -565,6 +567,12 @@ def main() -> None:
         "--cache", default="dynamic", choices=("dynamic", "static"), help="KV cache of reuse=off"
     )
     parser.add_argument(
+        "--precision",
+        choices=("native", "fp8"),
+        default="native",
+        help="fp8: the decoder's linears as -o precision=fp8 makes them (rowwise e4m3), for its profile",
+    )
+    parser.add_argument(
         "--profile",
         type=int,
         metavar="EPISODES",
@@ -586,6 +594,9 @@ def main() -> None:
     encodes: dict[str, dict] = {}
     for index, family in enumerate(args.families.split(",")):
         model, processor = full_size_model(family, "cuda", torch.bfloat16)
+        if args.precision == "fp8":  # as -o precision=fp8 loads it: before the fast path's fusions
+            quantized = quantize_decoder(model, FAMILIES.get(family), "valid", torch.device("cuda"))
+            print(family, "fp8", json.dumps(quantized.info()), flush=True)
         if args.logit_episodes:
             logits[family] = summarize(
                 first_logit_errors(model, processor, family, args.logit_episodes, args.data)
