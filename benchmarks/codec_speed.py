@@ -1,7 +1,7 @@
-"""Apertus 1.5's audio codec (WavTokenizer's encoder, released configuration, random weights, float32) one clip a
-call as the model calls it: transformers' own modules against the same prepared at load (``backends.hf.codec``:
-the padding numbers on the CPU, the weight norms computed once). Milliseconds a clip (the median of ``--repeats``
-passes over the same clips, after a warm-up pass), the ratio, and whether every clip's codes are equal.
+"""Apertus 1.5's audio codec (WavTokenizer's encoder, released configuration, random weights, float32) one clip
+a call as the model calls it: transformers' own modules against the same prepared at load
+(``backends.hf.codec``: the padding numbers on the CPU, the weight norms computed once). Milliseconds a clip (the
+median of ``--repeats`` passes over the same clips), the ratio, and whether every clip's codes are equal.
 
     python benchmarks/codec_speed.py [--device cuda] [--clips 40] [--repeats 3]
 """
@@ -9,10 +9,10 @@ passes over the same clips, after a warm-up pass), the ratio, and whether every 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
+from medians import print_medians
 from transformers import AutoConfig, AutoModel
 
 from audioicl.backends.hf.codec import prepare_codecs
@@ -64,14 +64,9 @@ def main() -> None:
     for _ in range(args.repeats):  # taking turns, so that a drift of the machine reaches both
         seconds["transformers' modules"].append(timed(original, waves, args.device))
         seconds["prepared at load"].append(timed(prepared, waves, args.device))
-    base = statistics.median(seconds["transformers' modules"])
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     print(f"{name}, {args.clips} clips of 0.5-4 s, {convs} convolutions prepared, median of {args.repeats}")
-    print("| codec | ms a clip | vs transformers' modules |")
-    print("|---|---|---|")
-    for label, runs in seconds.items():
-        median = statistics.median(runs)
-        print(f"| {label} | {1000 * median / args.clips:.2f} | {base / median:.2f}x |")
+    print_medians(seconds, args.clips, "codec")
     print(f"every clip's codes equal: {same}")
 
 

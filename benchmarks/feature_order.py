@@ -1,6 +1,6 @@
 """Extracting a window's clips ahead where a call pads its clips to its longest and the features are computed
-on the CPU (Gemma 4's numpy extractor; on the GPU machine the preparing thread's 11.2 s that Gemma 4's 20-episode
-run waited 11.8 s for): the processor's calls of 64 clips in the order asked (the code before) against
+on the CPU (Gemma 4's numpy extractor; on the GPU machine the preparing thread's 11.2 s that Gemma 4's
+20-episode run waited 11.8 s for): the processor's calls of 64 clips in the order asked (the code before) against
 ``ClipFeaturizer.prefetch`` (its calls of near lengths, longest first). Milliseconds a clip, the median of
 ``--repeats`` passes over the same clips (the cache emptied before each), and whether every clip's features
 are equal.
@@ -11,13 +11,13 @@ are equal.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from medians import print_medians
 
 from audioicl.backends import ModelSpec, load_backend
 from audioicl.backends.hf import features
@@ -76,13 +76,8 @@ def main() -> None:
                     for d, made in reference.items()
                 )
         backend.close()
-    base = statistics.median(seconds[next(iter(runs))])
     print(f"{args.family}'s feature extractor, {args.clips} clips of 0.5-4 s, median of {args.repeats}, CPU")
-    print("| extraction ahead | ms a clip | vs before |")
-    print("|---|---|---|")
-    for label, runs_seconds in seconds.items():
-        median = statistics.median(runs_seconds)
-        print(f"| {label} | {1000 * median / args.clips:.2f} | {base / median:.2f}x |")
+    print_medians(seconds, args.clips, "extraction ahead")
     print(f"every clip's features equal to the code before's: {same}")
 
 

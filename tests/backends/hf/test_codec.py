@@ -1,4 +1,5 @@
-"""The audio codec prepared at load (``backends.hf.codec``): the same codes, bit for bit, without a host read."""
+"""The audio codec prepared at load (``backends.hf.codec``): the same codes, bit for bit, without a host
+read."""
 
 from __future__ import annotations
 
