@@ -55,6 +55,24 @@ def test_the_fp8_layer_is_its_quantized_numbers_multiplied_exactly(bias):
     assert torch.allclose(fast, made, rtol=1e-5, atol=1e-4)
 
 
+def test_the_bias_is_added_before_the_product_is_rounded_to_the_layers_dtype():
+    """In bf16 the bias goes into ``_scaled_mm`` (its epilogue, no kernel of its own over the output): the fp32
+    product plus the bias, rounded once; the fp32 fallback computes the same numbers bit for bit."""
+    generator = torch.Generator().manual_seed(1)
+    linear = torch.nn.Linear(256, 128).to(torch.bfloat16).requires_grad_(False)
+    with torch.no_grad():
+        linear.bias.copy_(torch.randn(128, generator=generator) * 30)  # large: rounding twice shows
+    x = torch.randn(64, 256, generator=generator).to(torch.bfloat16)
+    fast = RowwiseFP8Linear(linear, scaled_mm=True)(x)
+    fallback = RowwiseFP8Linear(linear, scaled_mm=False)(x)
+    quantized, scale = rowwise(x)
+    weight, weight_scale = rowwise(linear.weight)
+    product = (quantized.float() * scale) @ (weight.float() * weight_scale).t()
+    rounded_once = (product + linear.bias.float()).to(torch.bfloat16)
+    assert torch.equal(fast, rounded_once) and torch.equal(fallback, rounded_once)
+    assert not torch.equal(product.to(torch.bfloat16) + linear.bias, rounded_once)  # the bias added after
+
+
 def test_precision_fp8_is_a_condition_of_its_own_and_native_is_none():
     assert HF.conditions({"precision": "fp8"}) == ["fp8"]
     assert HF.conditions({"precision": "native"}) == [] and HF.conditions({}) == []

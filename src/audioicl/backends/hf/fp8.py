@@ -3,9 +3,10 @@ rowwise FP8 matmul, the audio encoder, the embeddings and the output head left i
 
 Each weight is quantized once at load to e4m3 with a scale per output row (its largest magnitude over 448,
 e4m3's largest value); each input is quantized per token the same way when the layer runs; the product of the
-two e4m3 matrices is accumulated in fp32 and scaled back by both scales (``torch._scaled_mm``, what the H100's
-FP8 tensor cores run). It computes other numbers than the checkpoint's: its results are their own condition
-(``<model>+fp8``, ``Option.conditions``), never pooled with a native run's.
+two e4m3 matrices is accumulated in fp32, scaled back by both scales and given the layer's bias before it is
+rounded to the layer's dtype (``torch._scaled_mm``, what the H100's FP8 tensor cores run, the bias in its
+epilogue rather than a kernel of its own over the output). It computes other numbers than the checkpoint's: its
+results are their own condition (``<model>+fp8``, ``Option.conditions``), never pooled with a native run's.
 
 Where ``torch._scaled_mm`` does not run on the device (a GPU without FP8, a torch without it) the same
 quantized numbers are multiplied in fp32 instead (``dequantized``): said once and recorded, as slow as it
@@ -90,19 +91,21 @@ class RowwiseFP8Linear(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         quantized, scale = self.inputs(x, self.in_features)
-        if self.scaled_mm:
+        if self.scaled_mm:  # the bias added in fp32 before the product is rounded (the kernel's epilogue)
             out = torch._scaled_mm(
                 quantized,
                 self.qweight.t(),
                 scale_a=scale,
                 scale_b=self.weight_scale,
+                bias=self.bias,
                 out_dtype=self.compute_dtype,
             )
-        else:
+        else:  # the same numbers: the bias added before the rounding to the layer's dtype
             weight = self.qweight.float() * self.weight_scale.t()
-            out = ((quantized.float() * scale) @ weight.t()).to(self.compute_dtype)
-        if self.bias is not None:
-            out = out + self.bias
+            out = (quantized.float() * scale) @ weight.t()
+            if self.bias is not None:
+                out = out + self.bias.float()
+            out = out.to(self.compute_dtype)
         return out.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
@@ -183,6 +186,7 @@ def _scaled_mm_refused(device: torch.device, dtype: torch.dtype) -> str:
             b.t(),
             scale_a=torch.ones(16, 1, device=device),
             scale_b=torch.ones(1, 48, device=device),
+            bias=torch.ones(48, device=device, dtype=dtype),  # q, k and v have one (Qwen2)
             out_dtype=dtype,
         )
     except (RuntimeError, AttributeError, TypeError, NotImplementedError) as exc:
