@@ -7,6 +7,8 @@ expected exit status once, e.g. ``audioicl = partial(cli.audioicl, timeout=900, 
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -34,14 +36,41 @@ def audioicl(
     env: the child's whole environment (None: this process's). cwd: its working folder.
     python: the interpreter whose ``audioicl`` runs (another environment's, for the vLLM tests).
     """
-    proc = subprocess.run(
-        command(*args, python=python), capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd
+    proc = subprocess.Popen(
+        command(*args, python=python),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,  # its own process group: a hang's report reaches its workers too
     )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(
+            f"audioicl {' '.join(map(str, args))} still ran after {timeout:g} s: {where(proc)}"
+        ) from None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    proc = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     if rc is not None:
         assert proc.returncode == rc, (
             f"exit {proc.returncode}, expected {rc}\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}"
         )
     return proc
+
+
+def where(proc: subprocess.Popen) -> str:
+    """What a hung ``audioicl`` (started in a session of its own) and its workers are doing: every thread's
+    stack, which ``audioicl`` prints on SIGUSR1 (``cli.main.WHERE_SIGNAL``), then the process group killed."""
+    os.killpg(proc.pid, signal.SIGUSR1)
+    time.sleep(2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    stdout, stderr = proc.communicate()
+    return f"its stacks and stderr:\n{stderr[-12000:]}\nstdout:\n{stdout[-2000:]}"
 
 
 def stopped_by(signum: int, ready: Callable[[], bool], *args: object, timeout: float = 60) -> tuple[int, str]:

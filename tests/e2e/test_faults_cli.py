@@ -423,6 +423,40 @@ def test_a_signal_stops_a_build_in_one_line_lets_its_lock_go_and_the_rerun_compl
     audioicl("validate", out, rc=0)
 
 
+def test_sigusr1_prints_where_every_thread_is_and_the_build_goes_on(tmp_path):
+    """A command that seems stuck is asked where it is: SIGUSR1 prints every thread's stack to stderr (the lock's
+    heartbeat thread's too) and the build completes as if nothing happened."""
+    out = tmp_path / "bench"
+    proc = subprocess.Popen(
+        cli.command("build", "--out", out, "--episodes", "12", "--workers", "1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while not any((out / "data").rglob("*.wav")):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGUSR1)
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr
+    assert re.search(r"Current thread 0x[0-9a-f]+ \(most recent call first\)", stderr), stderr
+    assert re.search(r"\nThread 0x[0-9a-f]+ \(most recent call first\)", stderr), stderr  # the heartbeat
+    assert 'File "' in stderr and "build.py" in stderr, stderr
+    audioicl("validate", out, rc=0)
+
+
+def test_a_command_past_its_tests_timeout_is_reported_with_its_stacks(tmp_path):
+    """The tests' own hang guard (``cli.audioicl``'s timeout) fails with where the command was, not a bare
+    timeout: the report CI shows when a command hangs."""
+    with pytest.raises(AssertionError, match="still ran after 10 s") as failed:  # imported long before
+        cli.audioicl("build", "--out", tmp_path / "bench", "--episodes", "300", "--workers", "2", timeout=10)
+    assert "most recent call first" in str(failed.value)
+
+
 WRITING_COMMANDS = {
     "run": ["run", "--data", "{data}", "--model", "builtin:random", "--out", "{tmp}/res", "--k", "1"],
     "build": ["build", "--out", "{tmp}/bench", "--episodes", "1", "--k", "1", "--workers", "1", "--tasks",

@@ -9,12 +9,15 @@ refused (``WriteFailed``, or an ``OSError`` of full or read-only storage from a 
 with ``: it resumes`` for the commands in ``RESUMING``) and a command stopped by a signal (``Stopped``: exit
 128 + the signal's number). SIGTERM and SIGINT are handled alike for every command from the start of ``main``:
 the signal raises ``Stopped`` where the command is, so that its locks are let go and its atomic writes left
-whole on the way out; ``run`` handles them itself while it runs, stopping at its next safe point.
+whole on the way out; ``run`` handles them itself while it runs, stopping at its next safe point. SIGUSR1
+prints where every thread of the command is (Python's ``faulthandler``) to stderr and lets it go on: how to
+see what a command that seems stuck waits for, its build workers too (they inherit it).
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import os
 import signal
@@ -54,6 +57,8 @@ EXIT_USAGE = 2
 # The commands that, run again after a failed write, pick up where they stopped (the others start over).
 RESUMING = frozenset({"build", "demo", "download", "fetch-sources", "merge", "run", "study"})
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# prints every thread's stack and goes on (not on Windows, which has no SIGUSR1)
+WHERE_SIGNAL = getattr(signal, "SIGUSR1", None)
 
 
 _LINE_BREAKS = str.maketrans({"\r": " ", "\n": " "})
@@ -111,11 +116,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = _stopper(os.getpid())
     in_main_thread = threading.current_thread() is threading.main_thread()  # where handlers may be set
     previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS if in_main_thread}
+    telling = in_main_thread and _tell_where_on_signal()
     try:
         return _main(argv)
     finally:
+        if telling:
+            faulthandler.unregister(WHERE_SIGNAL)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _tell_where_on_signal() -> bool:
+    """``WHERE_SIGNAL`` prints every thread's stack to stderr from now on; False where it cannot (no such signal,
+    a stderr that is no file: a test's capture)."""
+    if WHERE_SIGNAL is None or sys.stderr is None:
+        return False
+    try:
+        faulthandler.register(WHERE_SIGNAL, file=sys.stderr, all_threads=True)
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation is both of the last two
+        return False
+    return True
 
 
 def _main(argv: Sequence[str] | None) -> int:
