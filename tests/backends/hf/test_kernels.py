@@ -59,19 +59,24 @@ def projected(rows: int, positions: int, heads: int, dim: int, dtype: torch.dtyp
     return (torch.randn(rows, positions, heads, dim, device=DEVICE) * 3).to(dtype).transpose(1, 2)
 
 
-# head dims: Qwen's 128, one whose half is not a power of two; cos/sin per row or one for every row
+# head dims: Qwen's 128, one whose half is not a power of two; cos/sin per row or one for every row; a program
+# of one position (compiled, ROTARY_POSITIONS), of 4 (7 positions: a row's last program half outside it), of 64
+@pytest.mark.parametrize("positions", [1, 4, 64])
 @pytest.mark.parametrize(("dim", "cos_rows"), [(128, 3), (96, 3), (64, 1)])
-def test_rotary_is_transformers_rotary_embedding_in_fp32_laid_out_as_eager(dim, cos_rows):
+def test_rotary_is_transformers_rotary_embedding_in_fp32_laid_out_as_eager(dim, cos_rows, positions):
     queries, keys = projected(3, 7, 5, dim, torch.float32), projected(3, 7, 2, dim, torch.float32)
     cos, sin = (torch.randn(cos_rows, 7, dim, device=DEVICE) for _ in range(2))
     eager = apply_rotary_pos_emb(queries, keys, cos, sin)
-    for made, expected in zip((rotary(queries, cos, sin), rotary(keys, cos, sin)), eager, strict=True):
+    both = (rotary(queries, cos, sin, positions), rotary(keys, cos, sin, positions))
+    for made, expected in zip(both, eager, strict=True):
         assert made.shape == expected.shape and made.stride() == expected.stride()
         torch.testing.assert_close(made, expected, rtol=0, atol=1e-6)
-    assert rotary(projected(2, 0, 5, dim, torch.float32), cos[:, :0], sin[:, :0]).shape == (2, 5, 0, dim)
+    empty = rotary(projected(2, 0, 5, dim, torch.float32), cos[:, :0], sin[:, :0], positions)
+    assert empty.shape == (2, 5, 0, dim)
 
 
-def test_rotary_in_bf16_is_the_eager_one_to_the_bit():
+@pytest.mark.parametrize("per_program", [1, 64])
+def test_rotary_in_bf16_is_the_eager_one_to_the_bit(per_program):
     """Each product and the sum rounded to bf16 where eager rounds them, in integer arithmetic (a compiler
     that drops float round trips, the interpreter's truncating casts): the same bits, on a GPU too."""
     positions = 300 if DEVICE.type == "cuda" else 20
@@ -79,7 +84,8 @@ def test_rotary_in_bf16_is_the_eager_one_to_the_bit():
     keys = projected(4, positions, 8, 128, torch.bfloat16)
     cos, sin = (torch.randn(4, positions, 128, device=DEVICE).to(torch.bfloat16) for _ in range(2))
     eager = apply_rotary_pos_emb(queries, keys, cos, sin)
-    assert torch.equal(rotary(queries, cos, sin), eager[0]) and torch.equal(rotary(keys, cos, sin), eager[1])
+    made = (rotary(queries, cos, sin, per_program), rotary(keys, cos, sin, per_program))
+    assert torch.equal(made[0], eager[0]) and torch.equal(made[1], eager[1])
 
 
 @pytest.mark.skipif(DEVICE.type != "cuda", reason="the interpreter does not round bf16 as a GPU does")

@@ -25,6 +25,8 @@ Triton's interpreter (the tests do: the same kernel code, executed with numpy).
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -89,23 +91,30 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
 
 ROTARY_DTYPES = (torch.bfloat16, torch.float32)  # where ``rotary`` rounds as eager does
+# positions a program of ``rotary`` takes: compiled, one (every head of it: 7-8x the eager kernels on an H100,
+# ``benchmarks/fused_kernels.py``); Triton's interpreter (the tests) runs a program at a time in Python, ~1.3 ms
+# each whatever its size, so there 64, the same kernel over fewer programs (a fused test took 6 minutes of CI)
+ROTARY_POSITIONS = 64 if os.environ.get("TRITON_INTERPRET") == "1" else 1
 
 
-@triton.jit(do_not_specialize=["length", "x_batch", "x_head", "x_position", "c_batch", "c_position"])
+@triton.jit(
+    do_not_specialize=["length", "blocks", "x_batch", "x_head", "x_position", "c_batch", "c_position"]
+)
 def _rotary(
-    x_ptr, cos_ptr, sin_ptr, out_ptr, length, heads, half, x_batch, x_head, x_position, c_batch, c_position,
-    HEADS: tl.constexpr, HALF: tl.constexpr, BF16: tl.constexpr,
+    x_ptr, cos_ptr, sin_ptr, out_ptr, length, blocks, heads, half, x_batch, x_head, x_position, c_batch, c_position,
+    POSITIONS: tl.constexpr, HEADS: tl.constexpr, HALF: tl.constexpr, BF16: tl.constexpr,
 ):  # fmt: skip
-    at = tl.program_id(0).to(tl.int64)  # one position of one row: every head
-    batch, position = at // length, at % length
-    head = tl.arange(0, HEADS)[:, None]
-    dim = tl.arange(0, HALF)[None, :]
-    inside = (head < heads) & (dim < half)
+    at = tl.program_id(0).to(tl.int64)  # ``POSITIONS`` positions of one row (``blocks`` a row): every head
+    batch = at // blocks
+    position = (at % blocks) * POSITIONS + tl.arange(0, POSITIONS)[:, None, None]
+    head = tl.arange(0, HEADS)[None, :, None]
+    dim = tl.arange(0, HALF)[None, None, :]
+    along = (position < length) & (dim < half)
+    inside = along & (head < heads)
     x = x_ptr + batch * x_batch + position * x_position + head * x_head
     x1 = tl.load(x + dim, mask=inside, other=0.0).to(tl.float32)
     x2 = tl.load(x + half + dim, mask=inside, other=0.0).to(tl.float32)
     c = batch * c_batch + position * c_position
-    along = dim < half
     cos1 = tl.load(cos_ptr + c + dim, mask=along, other=0.0).to(tl.float32)
     cos2 = tl.load(cos_ptr + c + half + dim, mask=along, other=0.0).to(tl.float32)
     sin1 = tl.load(sin_ptr + c + dim, mask=along, other=0.0).to(tl.float32)
@@ -113,7 +122,7 @@ def _rotary(
     # eager: (x * cos) + (cat(-x2, x1) * sin), each product and the sum rounded to the dtype
     first = _rounded(_rounded(x1 * cos1, BF16) + _rounded(-x2 * sin1, BF16), BF16)
     second = _rounded(_rounded(x2 * cos2, BF16) + _rounded(x1 * sin2, BF16), BF16)
-    out = out_ptr + (at * heads + head) * (2 * half)
+    out = out_ptr + ((batch * length + position) * heads + head) * (2 * half)
     dtype = out_ptr.dtype.element_ty
     tl.store(out + dim, first.to(dtype), mask=inside)
     tl.store(out + half + dim, second.to(dtype), mask=inside)
@@ -132,11 +141,14 @@ def _rounded(x, BF16: tl.constexpr):
     return x
 
 
-def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def rotary(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions_per_program: int | None = None
+) -> torch.Tensor:
     """transformers' ``x * cos + rotate_half(x) * sin`` for ``x`` [rows, heads, positions, dim] (any strides
     with the last one 1, as the attention's transposed projections are) and ``cos``/``sin`` [rows or 1,
     positions, dim], in bf16 or fp32 (``ROTARY_DTYPES``); laid out as eager returns it for a transposed input
-    ([rows, positions, heads, dim] in memory)."""
+    ([rows, positions, heads, dim] in memory). ``positions_per_program``: a power of two (None:
+    ``ROTARY_POSITIONS``)."""
     if x.dtype not in ROTARY_DTYPES or cos.dtype != x.dtype or sin.dtype != x.dtype:
         raise TypeError(f"rotary takes {ROTARY_DTYPES}, one for all of its inputs")
     rows, heads, length, dim = x.shape
@@ -147,10 +159,12 @@ def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     if out.numel() == 0:
         return out.transpose(1, 2)
     broadcast = cos.shape[0] == 1
-    _rotary[(rows * length,)](
-        x, cos, sin, out, length, heads, dim // 2, x.stride(0), x.stride(1), x.stride(2),
+    positions = positions_per_program if positions_per_program is not None else ROTARY_POSITIONS
+    blocks = triton.cdiv(length, positions)
+    _rotary[(rows * blocks,)](
+        x, cos, sin, out, length, blocks, heads, dim // 2, x.stride(0), x.stride(1), x.stride(2),
         0 if broadcast else cos.stride(0), cos.stride(1),
-        HEADS=triton.next_power_of_2(heads), HALF=triton.next_power_of_2(dim // 2),
+        POSITIONS=positions, HEADS=triton.next_power_of_2(heads), HALF=triton.next_power_of_2(dim // 2),
         BF16=x.dtype == torch.bfloat16, num_warps=4,
     )  # fmt: skip
     return out.transpose(1, 2)
