@@ -427,22 +427,11 @@ def test_sigusr1_prints_where_every_thread_is_and_the_build_goes_on(tmp_path):
     """A command that seems stuck is asked where it is: SIGUSR1 prints every thread's stack to stderr (the lock's
     heartbeat thread's too) and the build completes as if nothing happened."""
     out = tmp_path / "bench"
-    proc = subprocess.Popen(
-        cli.command("build", "--out", out, "--episodes", "12", "--workers", "1"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    args = ["build", "--out", out, "--episodes", "12", "--workers", "1"]
+    status, stderr = cli.stopped_by(
+        signal.SIGUSR1, lambda: any((out / "data").rglob("*.wav")), *args, timeout=300
     )
-    try:
-        while not any((out / "data").rglob("*.wav")):
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGUSR1)
-        _, stderr = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, stderr
+    assert status == 0, stderr
     assert re.search(r"Current thread 0x[0-9a-f]+ \(most recent call first\)", stderr), stderr
     assert re.search(r"\nThread 0x[0-9a-f]+ \(most recent call first\)", stderr), stderr  # the heartbeat
     assert 'File "' in stderr and "build.py" in stderr, stderr
