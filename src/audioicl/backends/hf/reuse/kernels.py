@@ -142,13 +142,12 @@ def _rounded(x, BF16: tl.constexpr):
 
 
 def rotary(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions_per_program: int | None = None
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions_per_program: int = ROTARY_POSITIONS
 ) -> torch.Tensor:
     """transformers' ``x * cos + rotate_half(x) * sin`` for ``x`` [rows, heads, positions, dim] (any strides
     with the last one 1, as the attention's transposed projections are) and ``cos``/``sin`` [rows or 1,
     positions, dim], in bf16 or fp32 (``ROTARY_DTYPES``); laid out as eager returns it for a transposed input
-    ([rows, positions, heads, dim] in memory). ``positions_per_program``: a power of two (None:
-    ``ROTARY_POSITIONS``)."""
+    ([rows, positions, heads, dim] in memory). ``positions_per_program``: a power of two."""
     if x.dtype not in ROTARY_DTYPES or cos.dtype != x.dtype or sin.dtype != x.dtype:
         raise TypeError(f"rotary takes {ROTARY_DTYPES}, one for all of its inputs")
     rows, heads, length, dim = x.shape
@@ -159,12 +158,11 @@ def rotary(
     if out.numel() == 0:
         return out.transpose(1, 2)
     broadcast = cos.shape[0] == 1
-    positions = positions_per_program if positions_per_program is not None else ROTARY_POSITIONS
-    blocks = triton.cdiv(length, positions)
+    blocks = triton.cdiv(length, positions_per_program)
     _rotary[(rows * blocks,)](
         x, cos, sin, out, length, blocks, heads, dim // 2, x.stride(0), x.stride(1), x.stride(2),
         0 if broadcast else cos.stride(0), cos.stride(1),
-        POSITIONS=positions, HEADS=triton.next_power_of_2(heads), HALF=triton.next_power_of_2(dim // 2),
+        POSITIONS=positions_per_program, HEADS=triton.next_power_of_2(heads), HALF=triton.next_power_of_2(dim // 2),
         BF16=x.dtype == torch.bfloat16, num_warps=4,
     )  # fmt: skip
     return out.transpose(1, 2)
