@@ -83,6 +83,13 @@ class NotWritable(AudioICLError):
     exit_code = 1
 
 
+class WorkerDied(AudioICLError):
+    """A worker process died mid-work (the out-of-memory killer, a signal of its own): the work failed rather
+    than being refused, so exit 1, and the command, run again, picks up where it stopped."""
+
+    exit_code = 1
+
+
 def write_failed(path: str | os.PathLike, exc: OSError) -> WriteFailed:
     """The ``WriteFailed`` for ``exc`` raised while writing ``path``."""
     cause = exc.strerror or type(exc).__name__

@@ -423,6 +423,53 @@ def test_a_signal_stops_a_build_in_one_line_lets_its_lock_go_and_the_rerun_compl
     audioicl("validate", out, rc=0)
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux's /proc)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie no longer does)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the build's workers in Linux's /proc")
+def test_a_build_whose_worker_is_killed_fails_at_once_naming_it_and_the_rerun_completes(tmp_path):
+    """A build worker killed mid-build (as the out-of-memory killer does: SIGKILL) fails the build in one line
+    that names the worker and the signal, instead of leaving it waiting forever for the job the worker held
+    (``multiprocessing.Pool`` replaced the worker and waited); no worker outlives it, nothing looks complete,
+    and the rerun completes."""
+    out = tmp_path / "bench"
+    args = ["build", "--out", out, "--episodes", "12", "--workers", "2"]
+    proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not (any((out / "data").rglob("*.wav")) and len(workers := children(proc.pid)) == 2):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        os.kill(workers[0], signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, stderr
+    assert one_line(stderr) == (
+        f"audioicl build: error: build worker process {workers[0]} was killed by SIGKILL (the out-of-memory "
+        f"killer sends it); the episodes it was writing are not in {out}: run the same command again: it resumes"
+    )
+    assert not any(map(running, workers))
+    assert not (tmp_path / "bench.lock").exists() and not (out / "manifest.json").exists()
+    audioicl(*args, rc=0)
+    audioicl("validate", out, rc=0)
+
+
 def test_sigusr1_prints_where_every_thread_is_and_the_build_goes_on(tmp_path):
     """A command that seems stuck is asked where it is: SIGUSR1 prints every thread's stack to stderr (the lock's
     heartbeat thread's too) and the build completes as if nothing happened."""

@@ -73,7 +73,7 @@ def one_line(text: str) -> str:
 
 def _stopper(command_pid: int):
     """The handler of ``STOP_SIGNALS``: in the command's process, raise ``Stopped``; in a worker process
-    forked from it (a build's pool), die by the signal as a worker should (``Pool.terminate`` waits for it)."""
+    forked from it (a build's pool), die by the signal as a worker should (the build ends its workers with it)."""
 
     def stop_here(signum: int, _frame: object) -> None:
         if os.getpid() != command_pid:

@@ -23,8 +23,11 @@ import json
 import math
 import multiprocessing
 import os
+import signal
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,7 @@ from tqdm import tqdm
 
 from audioicl import __version__
 from audioicl.audio import SAMPLE_RATE, pcm16_bytes
-from audioicl.errors import AudioICLError
+from audioicl.errors import AudioICLError, WorkerDied
 from audioicl.files import TMP_SUFFIX, FileLock, check_output, write_atomic
 from audioicl.records import Episode
 from audioicl.sources.banks import SoundSources
@@ -227,21 +230,53 @@ def _render_here(root: Path, options: BuildOptions, jobs: list[Job], bar: tqdm) 
 def _render_in_pool(
     root: Path, options: BuildOptions, jobs: list[Job], workers: int, bar: tqdm
 ) -> list[UnitResult]:
-    """Jobs to worker processes as they become free; the bar follows the episodes done inside jobs."""
+    """Jobs to worker processes as they become free; the bar follows the episodes done inside jobs.
+
+    A worker that dies (the out-of-memory killer, a signal of its own, a failing start) fails the build at
+    once: ``multiprocessing.Pool`` would replace it and wait for its job forever. On any way out (a signal
+    to the command included) no worker outlives the build."""
     context = multiprocessing.get_context("fork")
     done = context.Value("q", 0)
+    before = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(workers, context, _init_worker, (root, options, done))
+    started: set[multiprocessing.process.BaseProcess] = set()
     results: list[UnitResult] = []
-    with context.Pool(workers, _init_worker, (root, options, done)) as pool:
-        pending = pool.imap_unordered(_run_job, jobs)
-        while True:
-            try:
-                results += pending.next(timeout=PROGRESS_SECONDS)
-            except multiprocessing.TimeoutError:
-                pass
-            except StopIteration:
-                return results
-            finally:
-                bar.update(done.value - bar.n)
+    try:
+        pending = {pool.submit(_run_job, job) for job in jobs}
+        started = set(multiprocessing.active_children()) - before  # all forked at the first submit
+        while pending:
+            finished, pending = wait(pending, timeout=PROGRESS_SECONDS, return_when=FIRST_COMPLETED)
+            bar.update(done.value - bar.n)
+            for future in finished:
+                results += future.result()
+    except BrokenProcessPool as broken:
+        raise WorkerDied(
+            f"{_how_workers_ended(started)}; the episodes it was writing are not in {root}: "
+            "run the same command again: it resumes"
+        ) from broken
+    except BaseException:
+        for process in started:
+            process.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results
+
+
+def _how_workers_ended(workers: set[multiprocessing.process.BaseProcess]) -> str:
+    """Which build worker ended, and how, for the error of a broken pool."""
+    for process in workers:
+        process.join(timeout=PROGRESS_SECONDS)
+    ended = sorted((p for p in workers if p.exitcode not in (None, 0)), key=lambda p: p.pid or 0)
+    if not ended:
+        return "a build worker process ended before its job was done"
+    process = ended[0]
+    if process.exitcode is not None and process.exitcode < 0:
+        name = signal.Signals(-process.exitcode).name
+        why = f"was killed by {name}" + (" (the out-of-memory killer sends it)" if name == "SIGKILL" else "")
+    else:
+        why = f"exited with status {process.exitcode}"
+    return f"build worker process {process.pid} {why}"
 
 
 # --------------------------------------------------------------------------------------------- output folder
