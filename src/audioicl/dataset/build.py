@@ -246,7 +246,8 @@ def _render_in_pool(
         started = set(multiprocessing.active_children()) - before  # all forked at the first submit
         while pending:
             finished, pending = wait(pending, timeout=PROGRESS_SECONDS, return_when=FIRST_COMPLETED)
-            bar.update(done.value - bar.n)
+            # read past its lock: a worker killed while holding it would leave this waiting forever
+            bar.update(done.get_obj().value - bar.n)
             for future in finished:
                 results += future.result()
     except BrokenProcessPool as broken:

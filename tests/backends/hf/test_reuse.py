@@ -105,6 +105,45 @@ def test_each_prompt_in_a_row_sees_its_shared_prefix_and_itself_only():
     assert seen[10].nonzero().flatten().tolist() == [10]  # an unused slot sees only itself
 
 
+def visible_by_definition(plan, row: int, query: int) -> list[int]:
+    """The keys ``query`` of ``row`` sees, by ``Layout.visible``'s docstring, one key at a time."""
+    member = int(plan.owner[row, query])
+    if member < 0:
+        return [query]
+    trunk = range(int(plan.trunk_at[row, member]), int(plan.trunk_at[row, member] + plan.limit[row, member]))
+    return [
+        key
+        for key in range(plan.total)
+        if (int(plan.owner[row, key]) == member and key <= query) or key in trunk or key == query
+    ]
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_what_a_position_sees_is_what_the_definition_says_for_any_span_of_queries_and_rows(packed):
+    """``Layout.visible`` (built in a few passes over the whole mask) against its definition taken key by key,
+    on rows of several groups that branch at different points, with padding and the decode's slots, for spans
+    that start mid-prompt and slices of the rows."""
+    generator = torch.Generator().manual_seed(7)
+    prompts = []
+    for group in range(5):
+        trunk = torch.randint(
+            1, 50, (int(torch.randint(4, 14, (1,), generator=generator)),), generator=generator
+        )
+        for index in range(int(torch.randint(1, 4, (1,), generator=generator))):
+            cut = int(torch.randint(0, len(trunk) + 1, (1,), generator=generator))
+            tail = [60 + index] * int(torch.randint(0, 3, (1,), generator=generator))
+            prompts.append(sequence(len(prompts), f"g{group}", [*trunk[:cut].tolist(), *tail] or [1]))
+    rows = pack(prompts, share=True)
+    plan = layout(pack_rows(rows) if packed else rows, steps=2, pad_id=0, device=torch.device("cpu"), align=4)
+    for queries, selected in [(slice(0, plan.total), slice(None)), (slice(3, plan.prefill), slice(1, 3))]:
+        seen = plan.visible(queries, selected)
+        for at, row in enumerate(range(plan.owner.shape[0])[selected]):
+            for offset, query in enumerate(range(plan.total)[queries]):
+                assert seen[at, offset].nonzero().flatten().tolist() == visible_by_definition(
+                    plan, row, query
+                )
+
+
 def test_packed_rows_hold_a_batchs_groups_one_after_another_each_reading_only_its_own_trunk():
     long = [sequence(0, "a", [1, 2, 3, 4, 5, 6, 7, 8]), sequence(1, "a", [1, 2, 3, 9])]
     small = [sequence(2, "b", [1, 2, 5]), sequence(3, "b", [1, 2, 6])]  # shares [1, 2]

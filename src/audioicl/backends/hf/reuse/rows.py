@@ -224,21 +224,21 @@ class Layout:
 
     def visible(self, queries: slice, rows: slice = slice(None)) -> torch.Tensor:
         """[rows, queries, total] True where the query position may attend to the key position: its own
-        member's earlier positions, its trunk's first ``limit`` positions, and itself (padding only that)."""
-        keys = torch.arange(self.total, device=self.owner.device)
-        query_ids = keys[queries]
+        member's earlier positions, its trunk's first ``limit`` positions, and itself (padding only that).
+        Built in five passes over the [rows, queries, total] result, whatever the rows hold: on the CPU
+        the masks of a batch cost as much as its attention did, built in twice as many."""
         owner = self.owner[rows]
         owner_q = owner[:, queries]
-        same = (owner_q[:, :, None] == owner[:, None, :]) & (owner_q[:, :, None] >= 0)
-        causal = keys[None, None, :] <= query_ids[None, :, None]
-        limit_q = torch.gather(self.limit[rows], 1, owner_q.clamp(min=0))
-        from_q = torch.gather(self.trunk_at[rows], 1, owner_q.clamp(min=0))
-        in_trunk = (keys[None, None, :] >= from_q[:, :, None]) & (
-            keys[None, None, :] < (from_q + limit_q)[:, :, None]
-        )
-        trunk = in_trunk & (owner_q[:, :, None] >= 0)
-        itself = keys[None, None, :] == query_ids[None, :, None]
-        return (same & causal) | trunk | itself
+        real = owner_q >= 0
+        member = owner_q.clamp(min=0)
+        trunk_from = torch.gather(self.trunk_at[rows], 1, member)
+        trunk_to = torch.where(real, trunk_from + torch.gather(self.limit[rows], 1, member), trunk_from)
+        keys = torch.arange(self.total, device=owner.device)
+        seen = owner_q.masked_fill(~real, PAD_SLOT - 1)[:, :, None] == owner[:, None, :]  # padding: nothing
+        seen &= keys[None, None, :] <= keys[queries, None]
+        seen |= (keys >= trunk_from[:, :, None]) & (keys < trunk_to[:, :, None])
+        seen.diagonal(queries.start or 0, 1, 2).fill_(True)  # itself
+        return seen
 
 
 def layout(rows: Sequence[Row], steps: int, pad_id: int, device: torch.device, align: int = 16) -> Layout:
@@ -309,5 +309,6 @@ def kv_bytes_per_position(decoder: Any, dtype: torch.dtype) -> int:
 
 def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """[rows, 1, q, k]: 0 where visible, the dtype's lowest value elsewhere (for sdpa and eager alike)."""
-    mask = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
-    return mask.masked_fill_(~visible, torch.finfo(dtype).min)[:, None]
+    nothing = torch.zeros((), dtype=dtype, device=visible.device)
+    lowest = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=visible.device)
+    return torch.where(visible, nothing, lowest)[:, None]
