@@ -45,8 +45,9 @@ KIND = Kind(
             choice("native", "fp8"),
             "native",
             "fp8: the language model's linear layers as rowwise FP8 matmuls (e4m3; a scale per weight row and "
-            "per token), the audio encoder and the output head in the weights' dtype; other numbers than the "
-            "checkpoint's, so its results are the condition <model>+fp8",
+            "per token; fp32 accumulation, the bias added before the one rounding to the weights' dtype), the "
+            "audio encoder and the output head in the weights' dtype; other numbers than the checkpoint's, so its "
+            "results are the condition <model>+fp8",
             note="native: every layer in the weights' dtype",
             conditions={"fp8": "fp8"},
         ),
