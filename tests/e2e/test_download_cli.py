@@ -327,3 +327,23 @@ def test_files_in_the_hub_cache_are_copied_not_fetched(hub, tmp_path, release):
     audioicl(env, "download", "--out", out, "--no-validate")
     assert hub.fetched(since=mark) == []
     assert same_files(out, hub.commits[sha])
+
+
+@pytest.mark.parametrize("hostile", ["../outside.txt", "data/../../outside.txt", "/tmp/outside.txt"])
+def test_a_repository_listing_a_file_outside_its_folder_is_refused_before_anything_is_fetched(
+    hub, tmp_path, release, hostile
+):
+    """The hub's listing is a server's answer: a path that would land outside ROOT (a parent step, an absolute
+    path) refuses the whole download in one line naming it, before a byte is fetched or ROOT is made."""
+    hub.commit({**release, hostile: b"written by the repository"})
+    env = environment(hub.hub_url, tmp_path)
+    out = tmp_path / "deep" / "orig"
+    for args in (["--out", out], ["--list"]):
+        proc = audioicl(env, "download", *args, rc=2)
+        assert proc.stderr.splitlines() == [
+            f"audioicl download: error: {REPO} lists a file outside the dataset's folder, {hostile!r}: "
+            "refused, nothing fetched"
+        ]
+    assert hub.fetched() == [] and not hub.requests("cdn")
+    assert not out.exists() and not (tmp_path / "outside.txt").exists()
+    assert not (tmp_path / "deep" / "outside.txt").exists()

@@ -32,6 +32,8 @@ from audioicl import __version__
 from audioicl.errors import STORAGE_ERRNOS, AudioICLError, WriteFailed, write_failed
 from audioicl.files import FOLDER_LOCK, check_output, folder_lock, write_atomic
 
+from .meta import resolve_audio_path
+
 DEFAULT_REPO = "hongzz-18/AudioICL-Bench"
 REPO_TYPE = "dataset"
 SOURCE_FILE = "download.json"
@@ -182,7 +184,20 @@ def snapshot(repo: str = DEFAULT_REPO, revision: str | None = None) -> Snapshot:
         commit = api.dataset_info(repo, revision=revision).sha
         entries = api.list_repo_tree(repo, repo_type=REPO_TYPE, revision=commit, recursive=True)
         files = [RemoteFile(e.path, e.size) for e in entries if isinstance(e, RepoFile)]
+    for file in files:
+        _check_inside(repo, file.path)
     return Snapshot(repo, revision, commit, where, tuple(sorted(files, key=lambda f: f.path)))
+
+
+def _check_inside(repo: str, path: str) -> None:
+    """Refuse a listed path that would land outside ROOT (a parent step, an absolute path, a NUL): the listing
+    is the server's answer, and one such file refuses the whole download before anything is fetched."""
+    try:
+        resolve_audio_path(os.sep, path)  # the meta files' own check of a path inside the dataset, lexically
+    except AudioICLError:
+        raise AudioICLError(
+            f"{repo} lists a file outside the dataset's folder, {path!r}: refused, nothing fetched"
+        ) from None
 
 
 # --------------------------------------------------------------------------- ROOT/download.json
