@@ -73,15 +73,22 @@ def where(proc: subprocess.Popen) -> str:
     return f"its stacks and stderr:\n{stderr[-12000:]}\nstdout:\n{stdout[-2000:]}"
 
 
-def stopped_by(signum: int, ready: Callable[[], bool], *args: object, timeout: float = 60) -> tuple[int, str]:
-    """Start ``audioicl ARGS``, wait until ``ready()`` (failing if the command ends first), send it ``signum``;
-    its exit status and stderr once it has ended (killed after the test, should it still run)."""
+def stopped_by(
+    signum: int,
+    ready: Callable[[], bool],
+    *args: object,
+    timeout: float = 60,
+    whom: Callable[[int], int] = lambda pid: pid,
+) -> tuple[int, str]:
+    """Start ``audioicl ARGS``, wait until ``ready()`` (failing if the command ends first), send ``signum`` to
+    ``whom(its pid)`` (the command itself unless told, one of its workers say); its exit status and stderr once
+    it has ended (killed after the test, should it still run)."""
     proc = subprocess.Popen(command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         while not ready():
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.02)
-        proc.send_signal(signum)
+        os.kill(whom(proc.pid), signum)
         _, stderr = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:

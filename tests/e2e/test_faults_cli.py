@@ -452,18 +452,16 @@ def test_a_build_whose_worker_is_killed_fails_at_once_naming_it_and_the_rerun_co
     and the rerun completes."""
     out = tmp_path / "bench"
     args = ["build", "--out", out, "--episodes", "12", "--workers", "2"]
-    proc = subprocess.Popen(cli.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        while not (any((out / "data").rglob("*.wav")) and len(workers := children(proc.pid)) == 2):
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.02)
-        os.kill(workers[0], signal.SIGKILL)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 1, stderr
+    workers: list[int] = []
+
+    def first_worker(pid: int) -> int:  # both are forked before either writes a clip
+        workers.extend(children(pid))
+        return workers[0]
+
+    status, stderr = cli.stopped_by(
+        signal.SIGKILL, lambda: any((out / "data").rglob("*.wav")), *args, timeout=120, whom=first_worker
+    )
+    assert status == 1 and len(workers) == 2, stderr
     assert one_line(stderr) == (
         f"audioicl build: error: build worker process {workers[0]} was killed by SIGKILL (the out-of-memory "
         f"killer sends it); the episodes it was writing are not in {out}: run the same command again: it resumes"

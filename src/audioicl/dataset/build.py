@@ -268,11 +268,11 @@ def _how_workers_ended(workers: set[multiprocessing.process.BaseProcess]) -> str
     """Which build worker ended, and how, for the error of a broken pool."""
     for process in workers:
         process.join(timeout=PROGRESS_SECONDS)
-    ended = sorted((p for p in workers if p.exitcode not in (None, 0)), key=lambda p: p.pid or 0)
+    ended = [p for p in workers if p.exitcode not in (None, 0)]
     if not ended:
         return "a build worker process ended before its job was done"
-    process = ended[0]
-    if process.exitcode is not None and process.exitcode < 0:
+    process = min(ended, key=lambda p: p.pid)
+    if process.exitcode < 0:
         name = signal.Signals(-process.exitcode).name
         why = f"was killed by {name}" + (" (the out-of-memory killer sends it)" if name == "SIGKILL" else "")
     else:
