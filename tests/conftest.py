@@ -170,6 +170,19 @@ def tiny_dataset(tmp_path_factory) -> Path:
     return make_dataset(tmp_path_factory.mktemp("tiny_dataset"))
 
 
+@pytest.fixture(scope="session")
+def one_episode_each(tmp_path_factory) -> Path:
+    """One episode of every task, k = 1..5, as ``audioicl build --episodes 1`` makes them (the Morse letter bank
+    included): built once a session (per xdist worker) and shared, read-only (copy it before changing it)."""
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("one-episode-each") / "bench"
+    command = [sys.executable, "-m", "audioicl", "build", "--out", str(root), "--episodes", "1", "--quiet"]
+    subprocess.run([*command, "--workers", "1"], check=True, capture_output=True)
+    return root
+
+
 @pytest.fixture
 def fresh_dataset(tmp_path) -> Path:
     """A private tiny dataset (k = 1 and 2) that a test may change."""

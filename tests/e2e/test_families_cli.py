@@ -1,12 +1,12 @@
 """A user's path with a checkpoint of every family beyond the Qwen ones (``audioicl.testing.families``):
-``build`` → ``run --model hf:DIR`` (every task, k = 1..5) → ``score`` → ``report``, with 0 error lines."""
+``build`` → ``run --model hf:DIR`` (every task, k = 1..5) → ``score`` (→ ``report``), with 0 error lines."""
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from functools import partial
-from pathlib import Path
 
 import cli
 import pytest
@@ -21,15 +21,8 @@ TASKS = 9
 audioicl = partial(cli.audioicl, timeout=900, rc=0)
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("families-e2e") / "bench"
-    audioicl("build", "--out", root, "--episodes", 1, "--quiet", "--workers", 1)
-    return root
-
-
 @pytest.mark.parametrize("name", TINY.names())
-def test_run_score_report_every_task_and_k(built, family_checkpoints, tmp_path, name):
+def test_run_score_report_every_task_and_k(one_episode_each, family_checkpoints, tmp_path, name):
     checkpoint = tmp_path / name
     shutil.copytree(family_checkpoints[name], checkpoint)
     out = tmp_path / "results"
@@ -37,7 +30,7 @@ def test_run_score_report_every_task_and_k(built, family_checkpoints, tmp_path, 
     proc = audioicl(
         "run",
         "--data",
-        built,
+        one_episode_each,
         "--model",
         f"hf:{checkpoint}",
         "--out",
@@ -52,8 +45,17 @@ def test_run_score_report_every_task_and_k(built, family_checkpoints, tmp_path, 
         assert f"k={k}: {TASKS} written (0 errors)" in proc.stdout, proc.stdout
     scores = tmp_path / "scores" / "summary.csv"
     audioicl("score", "--in", out, "--out", scores)
-    audioicl("report", "--scores", scores, "--results", out, "--data", built, "--out", tmp_path / "report")
-    assert checkpoint.name in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    with scores.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    model = f"{name}+single-clip" if single else name
+    assert {(r["model"], r["shots"]) for r in rows} == {(model, str(k)) for k in range(1, 6)}
+    assert len(rows) == 5 * TASKS and all(r["n"] == "1" for r in rows)
+    # the report reads results alike whatever family made them: made once, for the first family (and for
+    # each Qwen family in tests/e2e/test_hf_cli.py)
+    if name == TINY.names()[0]:
+        report = tmp_path / "report"
+        audioicl("report", "--scores", scores, "--results", out, "--data", one_episode_each, "--out", report)
+        assert model in (report / "report.md").read_text(encoding="utf-8")
     assert all(p.name.startswith(f"{name}+single-clip_") == single for p in out.glob("*.jsonl"))
 
 
@@ -61,12 +63,12 @@ SINGLE = [name for name in TINY.names() if FAMILIES.get(name).max_clips == 1]
 
 
 @pytest.mark.skipif(not SINGLE, reason="no single-clip family")
-def test_a_prompt_over_the_clip_limit_is_told_before_loading(built, family_checkpoints, tmp_path):
+def test_a_prompt_over_the_clip_limit_is_told_before_loading(one_episode_each, family_checkpoints, tmp_path):
     checkpoint = family_checkpoints[SINGLE[0]]
     label = FAMILIES.get(SINGLE[0]).label
     common = (
         "--data",
-        built,
+        one_episode_each,
         "--model",
         f"hf:{checkpoint}",
         "-o",

@@ -7,7 +7,6 @@ import csv
 import json
 import shutil
 from functools import partial
-from pathlib import Path
 
 import cli
 import pytest
@@ -28,22 +27,24 @@ TASKS = 9
 audioicl = partial(cli.audioicl, timeout=900, rc=0)
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    """One episode of every task, k = 1..5, as the builder makes them."""
-    root = tmp_path_factory.mktemp("hf-e2e") / "bench"
-    audioicl("build", "--out", root, "--episodes", 1, "--quiet", "--workers", 1)
-    return root
-
-
 @pytest.mark.parametrize("family", sorted(REAL_NAMES))
-def test_run_score_report(built, tiny_checkpoints, tmp_path, family):
+def test_run_score_report(one_episode_each, tiny_checkpoints, tmp_path, family):
     checkpoint = tmp_path / REAL_NAMES[family]
     shutil.copytree(tiny_checkpoints[family], checkpoint)
     out = tmp_path / "results"
     model = f"hf:{checkpoint}"
     proc = audioicl(
-        "run", "--data", built, "--model", model, "--out", out, "-o", "dtype=fp32", "-o", "device=cpu"
+        "run",
+        "--data",
+        one_episode_each,
+        "--model",
+        model,
+        "--out",
+        out,
+        "-o",
+        "dtype=fp32",
+        "-o",
+        "device=cpu",
     )
     name = REAL_NAMES[family]
     for k in range(1, 6):
@@ -65,7 +66,17 @@ def test_run_score_report(built, tiny_checkpoints, tmp_path, family):
     assert spent["seconds"]["features"] > 0 and spent["seconds"]["generate"] > 0
 
     again = audioicl(
-        "run", "--data", built, "--model", model, "--out", out, "-o", "dtype=fp32", "-o", "device=cpu"
+        "run",
+        "--data",
+        one_episode_each,
+        "--model",
+        model,
+        "--out",
+        out,
+        "-o",
+        "dtype=fp32",
+        "-o",
+        "device=cpu",
     )
     assert f"k=5: 0 written (0 errors), {TASKS} skipped" in again.stdout
 
@@ -77,12 +88,12 @@ def test_run_score_report(built, tiny_checkpoints, tmp_path, family):
     assert len(rows) == 5 * TASKS and all(r["n"] == "1" for r in rows)
 
     report = tmp_path / "report"
-    audioicl("report", "--scores", summary, "--results", out, "--data", built, "--out", report)
+    audioicl("report", "--scores", summary, "--results", out, "--data", one_episode_each, "--out", report)
     assert name in (report / "report.md").read_text(encoding="utf-8")
 
 
 def test_batches_decoded_together_and_clips_encoded_ahead_answer_as_the_defaults(
-    built, tiny_checkpoints, tmp_path
+    one_episode_each, tiny_checkpoints, tmp_path
 ):
     """``-o decode_batches=3 -o encode_ahead=on`` through the CLI (on a GPU, what auto picks): the same answers
     as the CPU's defaults, and the run record says what ran."""
@@ -92,7 +103,9 @@ def test_batches_decoded_together_and_clips_encoded_ahead_answer_as_the_defaults
     for name, options in (("default", []), ("fast", ["-o", "decode_batches=3", "-o", "encode_ahead=on"])):
         out = tmp_path / name
         common = ["-o", "dtype=fp32", "-o", "device=cpu", "--batch-size", "4"]
-        audioicl("run", "--data", built, "--model", f"hf:{checkpoint}", "--out", out, *common, *options)
+        audioicl(
+            "run", "--data", one_episode_each, "--model", f"hf:{checkpoint}", "--out", out, *common, *options
+        )
         answers[name] = {
             (json.loads(line)["id"], k): json.loads(line)["response"]
             for k in range(1, 6)
@@ -106,12 +119,21 @@ def test_batches_decoded_together_and_clips_encoded_ahead_answer_as_the_defaults
     assert info["encode_ahead"] == {"asked": "on", "used": True}
 
 
-def test_fused_kernels_give_the_answers_of_the_eager_ones(built, tiny_checkpoints, tmp_path):
+def test_fused_kernels_give_the_answers_of_the_eager_ones(one_episode_each, tiny_checkpoints, tmp_path):
     """``-o fused=on``: the decoder's norms and MLPs through the Triton kernels (on the CPU through Triton's
     interpreter, which tests/conftest.py chooses where there is no GPU); the run record says which modules."""
     pytest.importorskip("triton")
     model = f"hf:{tiny_checkpoints['qwen2-audio']}"
-    common = ("--data", built, "--model", model, "--tasks", "AudioCount,AudioRemap", "-o", "dtype=fp32")
+    common = (
+        "--data",
+        one_episode_each,
+        "--model",
+        model,
+        "--tasks",
+        "AudioCount,AudioRemap",
+        "-o",
+        "dtype=fp32",
+    )
     responses = {}
     for fused in ("off", "on"):
         out = tmp_path / fused
@@ -128,13 +150,13 @@ def test_fused_kernels_give_the_answers_of_the_eager_ones(built, tiny_checkpoint
     assert info["fused"]["modules"]["Qwen2MLP"] > 0 and info["fused"]["modules"]["Qwen2RMSNorm"] > 0
 
 
-def test_fp8_is_its_own_condition_beside_the_native_run(built, tiny_checkpoints, tmp_path):
+def test_fp8_is_its_own_condition_beside_the_native_run(one_episode_each, tiny_checkpoints, tmp_path):
     """``-o precision=fp8`` (issue 41): its lines are ``<model>+fp8``'s, in the same folder as the native run's,
     its run record says what ran, and ``score`` keeps the two apart; a resumed fp8 run finds its own lines."""
     model = f"hf:{tiny_checkpoints['qwen2-audio']}"
     name = tiny_checkpoints["qwen2-audio"].name
     out = tmp_path / "results"
-    common = ("--data", built, "--model", model, "--out", out, "--tasks", "AudioCount,MorseCode")
+    common = ("--data", one_episode_each, "--model", model, "--out", out, "--tasks", "AudioCount,MorseCode")
     cpu = ("-o", "dtype=fp32", "-o", "device=cpu")
     audioicl("run", *common, *cpu)
     fp8 = audioicl("run", *common, *cpu, "-o", "precision=fp8")
@@ -158,7 +180,7 @@ def test_fp8_is_its_own_condition_beside_the_native_run(built, tiny_checkpoints,
 
 
 def test_a_base_checkpoint_runs_by_continuation_beside_the_instruct_models_chat_run(
-    built, tiny_checkpoints, family_checkpoints, tmp_path
+    one_episode_each, tiny_checkpoints, family_checkpoints, tmp_path
 ):
     """Issue 42: a tiny Qwen2-Audio base checkpoint (the family's real classes, no chat template in its files,
     named as the public base model) runs every task at k = 1..5 with ``--layout continuation``, 0 error lines,
@@ -172,9 +194,18 @@ def test_a_base_checkpoint_runs_by_continuation_beside_the_instruct_models_chat_
     shutil.copytree(tiny_checkpoints["qwen2-audio"], instruct)
     out = tmp_path / "results"
     cpu = ("-o", "dtype=fp32", "-o", "device=cpu")
-    audioicl("run", "--data", built, "--model", f"hf:{instruct}", "--out", out, *cpu)
+    audioicl("run", "--data", one_episode_each, "--model", f"hf:{instruct}", "--out", out, *cpu)
     made = audioicl(
-        "run", "--data", built, "--model", f"hf:{base}", "--out", out, "--layout", "continuation", *cpu
+        "run",
+        "--data",
+        one_episode_each,
+        "--model",
+        f"hf:{base}",
+        "--out",
+        out,
+        "--layout",
+        "continuation",
+        *cpu,
     )
     for k in range(1, 6):
         assert f"k={k}: {TASKS} written (0 errors)" in made.stdout
@@ -193,13 +224,23 @@ def test_a_base_checkpoint_runs_by_continuation_beside_the_instruct_models_chat_
         rows = list(csv.DictReader(handle))
     assert {r["model"] for r in rows} == {REAL_NAMES["qwen2-audio"], "Qwen2-Audio-7B+continuation"}
     assert len(rows) == 2 * 5 * TASKS and all(r["n"] == "1" for r in rows)
-    audioicl("report", "--scores", summary, "--results", out, "--data", built, "--out", tmp_path / "report")
+    audioicl(
+        "report",
+        "--scores",
+        summary,
+        "--results",
+        out,
+        "--data",
+        one_episode_each,
+        "--out",
+        tmp_path / "report",
+    )
     assert "Qwen2-Audio-7B+continuation" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
 
     chat = audioicl(
         "run",
         "--data",
-        built,
+        one_episode_each,
         "--model",
         f"hf:{base}",
         "--out",
@@ -216,7 +257,9 @@ def test_a_base_checkpoint_runs_by_continuation_beside_the_instruct_models_chat_
     shutil.copytree(family_checkpoints["gemma4"], gemma)
     for template in gemma.glob("chat_template.*"):
         template.unlink()
-    refused = cli.audioicl("run", "--data", built, "--model", f"hf:{gemma}", "--out", tmp_path / "g", *cpu)
+    refused = cli.audioicl(
+        "run", "--data", one_episode_each, "--model", f"hf:{gemma}", "--out", tmp_path / "g", *cpu
+    )
     assert refused.returncode != 0 and not (tmp_path / "g").exists()
     assert (
         refused.stderr.strip()

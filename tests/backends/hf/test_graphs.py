@@ -5,8 +5,6 @@ decode step over fixed buffers and the compiled decoder modules giving the same 
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -84,14 +82,6 @@ def test_cuda_graphs_asked_for_on_the_cpu_fall_back_once_and_say_why(caplog):
     }
 
 
-@pytest.fixture(scope="module")
-def episodes(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("graphs") / "bench"
-    command = [sys.executable, "-m", "audioicl", "build", "--out", root, "--episodes", "1", "--quiet"]
-    subprocess.run([*command, "--workers", "1"], check=True, capture_output=True)
-    return root
-
-
 def requests_of(root: Path, family: str, tasks: tuple[str, ...]) -> list[Request]:
     """The k = 1..5 prompts of one episode of each of ``tasks``, an episode's together."""
     store, bank = ClipStore(root), load_morse_bank(root, "auto")
@@ -121,9 +111,9 @@ def other(backend: HFBackend, **options) -> HFBackend:
 
 
 @pytest.mark.parametrize("family", ["qwen2-audio", "qwen3-omni"])
-def test_compiled_decoder_modules_give_the_tokens_of_plain_generate(tiny_backends, episodes, family):
+def test_compiled_decoder_modules_give_the_tokens_of_plain_generate(tiny_backends, one_episode_each, family):
     backend = tiny_backends[family]
-    requests = requests_of(episodes, backend.family, TASKS)
+    requests = requests_of(one_episode_each, backend.family, TASKS)
     expected = answers(other(backend, reuse="off"), requests)
     decoder = backend.path.parts.decoder
     layers = len((decoder if hasattr(decoder, "layers") else decoder.language_model).layers)
@@ -139,10 +129,10 @@ def test_compiled_decoder_modules_give_the_tokens_of_plain_generate(tiny_backend
 
 
 @pytest.mark.parametrize("family", ["qwen2-audio", "qwen3-omni"])
-def test_fused_decoder_modules_give_the_tokens_of_plain_generate(tiny_backends, episodes, family):
+def test_fused_decoder_modules_give_the_tokens_of_plain_generate(tiny_backends, one_episode_each, family):
     pytest.importorskip("triton")
     backend = tiny_backends[family]
-    requests = requests_of(episodes, backend.family, TASKS)
+    requests = requests_of(one_episode_each, backend.family, TASKS)
     expected = answers(other(backend, reuse="off"), requests)
     decoder = backend.path.parts.decoder
     layers = len((decoder if hasattr(decoder, "layers") else decoder.language_model).layers)
@@ -196,10 +186,10 @@ def test_the_probe_takes_only_the_modules_that_compute_what_the_kernels_do():
 
 
 def test_fused_kernels_that_cannot_run_leave_the_eager_modules_said_once(
-    tiny_backends, episodes, monkeypatch, caplog
+    tiny_backends, one_episode_each, monkeypatch, caplog
 ):
     backend = tiny_backends["qwen2-audio"]
-    requests = requests_of(episodes, backend.family, ("AudioCount",))
+    requests = requests_of(one_episode_each, backend.family, ("AudioCount",))
     expected = answers(backend, requests)
 
     def no_triton(decoder):
@@ -227,10 +217,10 @@ def test_the_run_record_names_the_fast_paths_and_the_experts(tiny_backends):
 
 
 def test_a_capture_that_fails_falls_back_once_with_the_same_answers(
-    tiny_backends, episodes, monkeypatch, caplog
+    tiny_backends, one_episode_each, monkeypatch, caplog
 ):
     backend = other(tiny_backends["qwen2-audio"])
-    requests = requests_of(episodes, backend.family, TASKS)
+    requests = requests_of(one_episode_each, backend.family, TASKS)
     expected = answers(backend, requests)
     captures = []
 
@@ -262,9 +252,11 @@ def test_a_capture_that_runs_out_of_memory_is_an_out_of_memory_error(monkeypatch
     assert paths.cuda_graphs  # memory is the batch's problem (halved and retried), not the graph's
 
 
-def test_a_compile_that_fails_falls_back_to_eager_with_the_same_answers(tiny_backends, episodes, caplog):
+def test_a_compile_that_fails_falls_back_to_eager_with_the_same_answers(
+    tiny_backends, one_episode_each, caplog
+):
     backend = other(tiny_backends["qwen2-audio"])
-    requests = requests_of(episodes, backend.family, ("AudioCount",))
+    requests = requests_of(one_episode_each, backend.family, ("AudioCount",))
     expected = answers(backend, requests)
 
     def broken(graph, example_inputs):
