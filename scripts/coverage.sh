@@ -15,8 +15,8 @@ set +e
 python -m coverage run -m pytest -q -n 2 -p no:cacheprovider "$@"
 status=$?
 set -e
-python -m coverage combine -q
-python -m coverage json -q -o coverage.json
-python -m coverage html -q -d htmlcov
+python scripts/coverage_combine.py "$COVERAGE_FILE"
+python -m coverage json -q -o coverage.json --data-file="$COVERAGE_FILE"
+python -m coverage html -q -d htmlcov --data-file="$COVERAGE_FILE"
 python scripts/coverage_table.py coverage.json
 exit "$status"

@@ -29,6 +29,7 @@ import json
 import multiprocessing
 import multiprocessing.util
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -361,6 +362,12 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "mutants", help="where the JSON report goes")
     parser.add_argument("--lines", help="only mutants starting on these lines, e.g. 40-80")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        help="only this many of the mutants, drawn with --seed (the same draw each time)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     module = args.module.removeprefix("src/audioicl/")
     tests = args.tests or TESTS.get(module)
@@ -371,6 +378,9 @@ def main() -> int:
     if args.lines:
         low, _, high = args.lines.partition("-")
         mutants = [m for m in mutants if int(low) <= m.line <= int(high or low)]
+    if args.sample is not None and args.sample < len(mutants):
+        drawn = random.Random(args.seed).sample(range(len(mutants)), args.sample)
+        mutants = [mutants[i] for i in sorted(drawn)]
     covered = executed_lines(args.coverage, module) if args.coverage else None
 
     tracer = Sandbox(module)

@@ -55,10 +55,11 @@ def test_bad_source_is_refused_with_exit_2(tmp_path):
 
 def test_validate_accepts_the_build(dataset):
     root, _ = dataset
-    if audioicl("validate", "--help").returncode != 0:
-        pytest.skip("the validate command is not registered yet")
     done = audioicl("validate", str(root), "--verify-hashes")
     assert done.returncode == 0, done.stdout + done.stderr
+    meta_files = len(list((root / "meta").glob("meta_k*.jsonl")))
+    assert f"dataset {root}: {meta_files} meta files" in done.stdout
+    assert done.stdout.rstrip().endswith("no problems found")
 
 
 def test_construction_original_with_an_explicit_override(tmp_path):

@@ -149,15 +149,21 @@ def test_report_page_renders_in_chromium(tmp_path):
     assert [round(s[2]) for s in states] == [3, 5]
 
 
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Path:
+    """``audioicl demo`` over 3 episodes at k = 1..5, made once for the module's pages (read-only)."""
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    done = audioicl("demo", "--out", out, "--episodes", "3", "--k", "1-5", "--workers", "1", timeout=600)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary")
-def test_every_player_of_the_demo_report_plays_in_chromium(tmp_path):
-    """The demo's report at k = 5 as a user opens it: every <audio> element, including the players that take
-    their source from a shared clip's first player, has audio Chromium can play."""
-    out = tmp_path / "demo"
-    done = audioicl("demo", "--out", out, "--episodes", "3", "--k", "5", "--workers", "1", timeout=600)
-    assert done.returncode == 0, done.stderr
-    page = out / "report" / "report.html"
+def test_every_player_of_the_demo_report_plays_in_chromium(demo, tmp_path):
+    """The demo's report as a user opens it (its examples are k = 5's): every <audio> element, including the
+    players that take their source from a shared clip's first player, has audio Chromium can play."""
+    page = demo / "report" / "report.html"
     text = page.read_text(encoding="utf-8")
     assert "not embedded" not in text
     states = player_states(page, tmp_path)
@@ -203,14 +209,12 @@ def visible_text(page: Path) -> str:
 
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary")
-def test_demo_report_and_leaderboard_say_what_they_cover_at_1400_px(tmp_path):
+def test_demo_report_and_leaderboard_say_what_they_cover_at_1400_px(demo, tmp_path):
     """Issue 40, item 4: the report's accuracy table was 26 columns wide and scrolled sideways, and n, the
     dataset's fingerprint and the seed were not on the page (n only on hover). At 1,400 px, neither the demo's
     report nor a leaderboard of its results scrolls sideways in its accuracy or ranking tables, and each shows
     n, the coverage, the fingerprint and the seed as text."""
-    out = tmp_path / "demo"
-    done = audioicl("demo", "--out", out, "--episodes", "3", "--k", "1-5", "--workers", "1", timeout=600)
-    assert done.returncode == 0, done.stderr
+    out = demo
     site = tmp_path / "site"
     assert audioicl("leaderboard", out / "results", "--out", site).returncode == 0
     fingerprint = json.loads((out / "results" / "icl_run.json").read_text())["dataset_fingerprint"]

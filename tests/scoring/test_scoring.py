@@ -24,7 +24,7 @@ from audioicl.scoring.coverage import (
     format_coverage,
     read_coverage,
 )
-from audioicl.scoring.rules import INT_TASKS, judge, last_int
+from audioicl.scoring.rules import INT_TASKS, Rule, judge, last_int, rule_for, rule_table
 from audioicl.scoring.score import (
     ResultFile,
     ResultKeys,
@@ -44,7 +44,16 @@ from audioicl.scoring.score import (
 from audioicl.scoring.stats import cluster_bootstrap, wilson_interval
 from audioicl.tasks import task_of_episode_id
 
-ALL_TASKS = sorted(INT_TASKS) + ["AnomalyDetect", "AudioRemap", "MorseCode", "SomethingElse", ""]
+# SPEC §5's numeric tasks, spelled out (not read from the module under test, which could lose one unseen)
+NUMERIC_TASKS = [
+    "AudioCount",
+    "AudioCountHard",
+    "AudioLength",
+    "AudioLengthHard",
+    "AudioOperator",
+    "AudioOperatorHard",
+]
+ALL_TASKS = NUMERIC_TASKS + ["AnomalyDetect", "AudioRemap", "MorseCode", "SomethingElse", ""]
 
 
 def write_jsonl(path: Path, records: list[object], *, tail: str = "") -> Path:
@@ -71,7 +80,11 @@ def test_null_response_is_wrong_and_unparsed_for_every_task(task):
 # --- rule 2: count, length, operator tasks ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("task", sorted(INT_TASKS))
+def test_the_numeric_tasks_are_exactly_the_specs():
+    assert sorted(INT_TASKS) == NUMERIC_TASKS
+
+
+@pytest.mark.parametrize("task", NUMERIC_TASKS)
 @pytest.mark.parametrize(
     ("response", "gt", "correct", "prediction"),
     [
@@ -221,6 +234,33 @@ def test_text_rule_deletes_whitespace_inside_words(space):
 def test_text_rule_applies_to_morse_and_any_other_task(task):
     assert judge(task, "Plant!", "plant").correct
     assert not judge(task, "The word is plant", "plant").correct
+
+
+def test_ground_truths_equal_across_types_are_read_apart_whatever_came_first():
+    """1, 1.0 and True hash alike; the ground-truth cache must not answer for one with another's reading
+    (1.0 is no int: its last integer is 0)."""
+    for order in ((1, 1.0, True), (1.0, True, 1), (True, 1, 1.0)):
+        for gt in order:
+            expected = "0" if type(gt) is float else "1"
+            assert judge("AudioCount", expected, gt).correct, (order, gt)
+            assert not judge("AudioCount", "1" if expected == "0" else "0", gt).correct, (order, gt)
+
+
+def test_the_rules_default_to_the_originals_not_the_strict_ones():
+    rules, fallback = rule_table()
+    assert rules["AudioCount"].judge("The answer is 3", 3).correct
+    assert fallback.judge("Plant!", "plant").correct
+    assert rule_for("AudioCount").judge("The answer is 3", 3).correct
+    assert not rule_for("AudioCount", strict=True).judge("The answer is 3", 3).correct
+    assert judge("AnomalyDetect", "It sounds abnormal.", "anomalous").correct
+
+
+def test_a_rule_cannot_be_changed_in_place():
+    """The rule tables are shared by every scorer in the process: a rule is frozen."""
+    rule = rule_for("AudioCount")
+    assert isinstance(rule, Rule)
+    with pytest.raises(AttributeError):
+        rule.read_gt = str  # type: ignore[misc]
 
 
 def test_task_names_are_exact():
