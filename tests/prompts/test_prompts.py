@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -106,8 +107,48 @@ def test_continuation_layout_is_one_text_with_each_label_on_its_own_line(tiny_da
     remap = build_chat(
         episode(tiny_dataset, "AudioRemap", k=1), tiny_dataset, layout="continuation", style="none"
     )
-    assert render_text(remap).startswith("[Demo 1 A] <audio>\nLabel: A\n[Demo 1 B] <audio>\nLabel: H\n")
-    assert render_text(remap).endswith("\nLabel:")
+    assert render_text(remap) == (
+        "[Demo 1 A] <audio>\nLabel: A\n[Demo 1 B] <audio>\nLabel: H\n[Demo 1 MIX] <audio>\nLabel: AAH\n"
+        "[Query A] <audio>\nLabel: A\n[Query B] <audio>\nLabel: H\n[Query MIX] <audio>\nLabel:"
+    )
+
+
+def test_without_demonstrations_the_instruction_opens_the_query_turn_in_every_layout(tiny_dataset):
+    """A zero-shot prompt (the study's zero-shot condition): no demo turn to carry the instruction."""
+    ep = replace(episode(tiny_dataset, "AudioCount"), demos=())
+    query = "[Query Audio] <audio> Label:"
+    assert render_text(build_chat(ep, tiny_dataset, layout="multiturn")) == (
+        f"system: You are a helpful assistant.\nuser: {COUNT}\n\n{query}"
+    )
+    assert (
+        render_text(build_chat(ep, tiny_dataset))
+        == f"system: You are a helpful assistant.\nuser: {COUNT}\n\n{query}"
+    )
+    assert render_text(build_chat(ep, tiny_dataset, layout="continuation")) == (
+        f"{COUNT}\n\n[Query Audio] <audio>\nLabel:"
+    )
+
+
+def test_an_unknown_layout_or_style_is_refused_not_taken_for_the_originals(tiny_dataset):
+    ep = episode(tiny_dataset, "AudioCount")
+    with pytest.raises(ValueError, match="unknown prompt layout 'multi-turn': one of original, multiturn"):
+        build_chat(ep, tiny_dataset, layout="multi-turn")
+    with pytest.raises(ValueError, match="unknown prompt style 'specifc': one of specific, general, none"):
+        build_chat(ep, tiny_dataset, style="specifc")
+
+
+def test_a_prompt_is_frozen_and_its_bank_items_are_the_letters_in_order(tiny_dataset):
+    ep = episode(tiny_dataset, "MorseCode", k=1)
+    prompt = build_prompt(ep, ClipStore(tiny_dataset), bank=load_morse_bank(tiny_dataset, "auto"))
+    with pytest.raises(AttributeError):
+        prompt.chat = None  # type: ignore[misc]
+    bank = [item for item in prompt.chat.items if item.kind == "bank"]
+    assert [(i.kind, i.index, i.role, i.tag, i.label) for i in bank[:2]] == [
+        ("bank", 1, None, "Letter A", "a"),
+        ("bank", 2, None, "Letter B", "b"),
+    ]
+    assert len(bank) == 26 and bank[-1].tag == "Letter Z" and bank[-1].index == 26
+    assert [item.kind for item in prompt.chat.items[26:]] == ["demo", "query"]
 
 
 def test_multi_clip_tags_remap(tiny_dataset):

@@ -45,10 +45,22 @@ from typing import Any
 from audioicl.errors import AudioICLError
 from audioicl.records import Episode
 
-from .chat import CONTINUATION, AudioPart, Chat, Frame, Layout, Message, Part, PromptItem, Role, TextPart
+from .chat import (
+    CONTINUATION,
+    LAYOUTS,
+    AudioPart,
+    Chat,
+    Frame,
+    Layout,
+    Message,
+    Part,
+    PromptItem,
+    Role,
+    TextPart,
+)
 from .clips import MORSE_LETTERS, MORSE_TASK, ClipStore, morse_bank_paths
 from .joined import single_clip_turns
-from .sets import PromptSet, Style
+from .sets import STYLES, PromptSet, Style
 
 
 @dataclass(frozen=True)
@@ -175,7 +187,10 @@ def build_prompt(
 ) -> Prompt:
     """Load the episode's audio through ``clips`` and lay it out as a chat. ``bank``: Morse letter clips
     A..Z (``load_morse_bank``), shown for MorseCode episodes only. Audio problems raise ``AudioICLError``
-    carrying the episode id."""
+    carrying the episode id; an unknown style or layout raises ``ValueError`` (rather than fall back to the
+    original's without a word)."""
+    if style not in STYLES:
+        raise ValueError(f"unknown prompt style {style!r}: one of {', '.join(STYLES)}")
     prompt_set = prompt_set or PromptSet()
     try:
         placed = _episode_items(episode, clips, bank)
@@ -190,6 +205,8 @@ def build_prompt(
 def lay_out(task: str, items: Sequence[PromptItem], frame: Frame) -> Chat:
     """The chat that shows ``items`` in ``frame``: the system message, then the layout's turns; the
     continuation layout's one text alone (a base model has no system prompt)."""
+    if frame.layout not in LAYOUTS:
+        raise ValueError(f"unknown prompt layout {frame.layout!r}: one of {', '.join(LAYOUTS)}")
     head = [frame.instruction + "\n\n"] if frame.instruction else []
     if frame.layout == CONTINUATION:
         return Chat(task=task, messages=tuple(_continuation(items, head)), items=tuple(items), frame=frame)
