@@ -12,7 +12,7 @@ python -m pip install -q 'coverage>=7.10,<8'
 rm -rf .coverage-data && mkdir .coverage-data
 export COVERAGE_FILE="$PWD/.coverage-data/coverage"
 set +e
-python -m coverage run -m pytest -q -n 2 -p no:cacheprovider "$@"
+python -m coverage run -m pytest -q -n 2 --dist loadfile -p no:cacheprovider "$@"
 status=$?
 set -e
 python scripts/coverage_combine.py "$COVERAGE_FILE"

@@ -413,22 +413,30 @@ def main() -> int:
             mark = {"killed": ".", "timeout": "t", "survived": "S"}[outcomes[mutant].status]
             print(mark, end="" if done % 80 else "\n", flush=True)
     print()
-    return report(module, [outcomes[m] for m in mutants], args.out)
+    return report(module, source, [outcomes[m] for m in mutants], args.out)
 
 
-def report(module: str, outcomes: list[Outcome], out: Path) -> int:
+def report(module: str, source: str, outcomes: list[Outcome], out: Path) -> int:
     killed = sum(o.status in ("killed", "timeout") for o in outcomes)
     survivors = [o for o in outcomes if o.status in ("survived", "not covered")]
     out.mkdir(parents=True, exist_ok=True)
     record = out / f"{module.replace('/', '.')}.json"
-    rows = [{**asdict(o.mutant), "status": o.status, "seconds": round(o.seconds, 1)} for o in outcomes]
+    lines = source.splitlines()
+    rows = [
+        {
+            **asdict(o.mutant),
+            "source": lines[o.mutant.line - 1].strip(),
+            "status": o.status,
+            "seconds": round(o.seconds, 1),
+        }
+        for o in outcomes
+    ]
     record.write_text(json.dumps({"module": module, "killed": killed, "mutants": rows}, indent=1) + "\n")
-    source = (PACKAGE / module).read_text().splitlines()
     for o in survivors:
         m = o.mutant
         print(
             f"  survived{' (line not executed)' if o.status == 'not covered' else ''}: "
-            f"{module}:{m.line}: {m.what}: {source[m.line - 1].strip()[:90]}"
+            f"{module}:{m.line}: {m.what}: {lines[m.line - 1].strip()[:90]}"
         )
     share = 100 * killed / len(outcomes) if outcomes else 100.0
     print(f"{module}: {killed} of {len(outcomes)} mutants killed ({share:.1f} %); report {record}")

@@ -10,7 +10,9 @@ ruff format --check .
 # the layers contract in pyproject.toml: a circle or an import up the pipeline fails here, the import named
 lint-imports --no-cache
 set +e
-python -m pytest -q -n 2 "$@"
+# --dist loadfile: a file's tests on one worker, so that a module's fixtures (a vLLM engine's run, a server, the
+# fast-path families' loaded backends, a demo) are made once, not once on each worker.
+python -m pytest -q -n 2 --dist loadfile "$@"
 status=$?
 set -e
 # pytest exits 5 when it collected no tests: that is a failure of the suite, not a pass.

@@ -129,6 +129,22 @@ def test_without_demonstrations_the_instruction_opens_the_query_turn_in_every_la
     )
 
 
+def test_the_single_clip_layout_names_each_sound_of_the_one_joined_clip(tiny_dataset):
+    """``--layout single-clip`` (a family that takes one clip a prompt): one user turn, one joined clip, then
+    each sound named in order with its label, the query's left open."""
+    chat = build_chat(
+        episode(tiny_dataset, "AudioRemap", k=1), tiny_dataset, layout="single-clip", style="none"
+    )
+    assert [m.role for m in chat.messages] == ["system", "user"]
+    assert [type(part) for part in chat.messages[1].content] == [TextPart, AudioPart, TextPart]
+    assert render_text(chat) == (
+        "system: You are a helpful assistant.\nuser: The audio below holds 6 sounds one after another, each "
+        "separated from the next by a short chime: sound 1 to sound 6.\n<audio>\n"
+        "Sound 1: [Demo 1 A] Label: A\nSound 2: [Demo 1 B] Label: H\nSound 3: [Demo 1 MIX] Label: AAH\n"
+        "Sound 4: [Query A] Label: A\nSound 5: [Query B] Label: H\nSound 6: [Query MIX] Label:"
+    )
+
+
 def test_an_unknown_layout_or_style_is_refused_not_taken_for_the_originals(tiny_dataset):
     ep = episode(tiny_dataset, "AudioCount")
     with pytest.raises(ValueError, match="unknown prompt layout 'multi-turn': one of original, multiturn"):
