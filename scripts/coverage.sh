@@ -16,7 +16,7 @@ python -m coverage run -m pytest -q -n 2 --dist loadfile -p no:cacheprovider "$@
 status=$?
 set -e
 python scripts/coverage_combine.py "$COVERAGE_FILE"
-python -m coverage json -q -o coverage.json --data-file="$COVERAGE_FILE"
-python -m coverage html -q -d htmlcov --data-file="$COVERAGE_FILE"
+python -m coverage json -q -i --include="*/src/audioicl/*" -o coverage.json --data-file="$COVERAGE_FILE"
+python -m coverage html -q -i --include="*/src/audioicl/*" -d htmlcov --data-file="$COVERAGE_FILE"
 python scripts/coverage_table.py coverage.json
 exit "$status"

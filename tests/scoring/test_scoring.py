@@ -539,6 +539,33 @@ def test_skip_bad_lines_counts_them_as_wrong(tmp_path, bad, message, id):
     assert scored[1].id == id
 
 
+def test_a_task_told_only_by_broken_lines_counts_them_wrong_with_their_query_clips(tmp_path):
+    """A malformed line counts in the task its text tells (skip_bad_lines), starting that task's tally at
+    0 of 1, and in its query clip's cluster; the line itself is malformed, not an error line."""
+    good = json.dumps(line("AudioCount", "3", "3", id="e1"))
+    broken = '{"id": "e2", "task": "AudioRemap", "response": "AB'
+    options = {"skip_bad_lines": True, "query_clips": {(1, "e1"): "q1.wav", (1, "e2"): "q2.wav"}}
+    scored = score_text(tmp_path, f"{good}\n{broken}\n{broken.replace('e2', 'e3')}\n", **options)
+    assert [(s.malformed, s.error, s.id) for s in scored] == [
+        (False, False, "e1"),
+        (True, False, "e2"),
+        (True, False, "e3"),
+    ]
+    scoring = score_files(find_result_files(tmp_path), ScoreOptions(**options))
+    assert scoring.malformed == 2 and scoring.unreadable == 0
+    rows = {r.task: r for r in scoring.rows}
+    remap = rows["AudioRemap"]
+    assert (remap.correct, remap.n, remap.unparsed, remap.errors, remap.accuracy) == (0, 2, 2, 0, 0.0)
+    # e2's clip is known, e3's is not: the clusters are q2.wav's and the unknown one's
+    assert remap.query_clips is None and remap.cluster_interval is None
+    assert (rows["AudioCount"].correct, rows["AudioCount"].n, rows["AudioCount"].query_clips) == (1, 1, 1)
+    one = score_text(tmp_path, f"{broken}\n", **options)  # the file now holds the one broken line
+    assert [s.malformed for s in one] == [True]
+    (row,) = score_files(find_result_files(tmp_path), ScoreOptions(**options)).rows
+    assert (row.task, row.correct, row.n, row.query_clips) == ("AudioRemap", 0, 1, 1)
+    assert row.cluster_interval == cluster_bootstrap([[0, 1]], ("m", 1, "AudioRemap"))
+
+
 def test_skipped_lines_stay_in_n(tmp_path):
     good = json.dumps(line("AudioCount", "3", "3"))
     write_jsonl(
