@@ -172,6 +172,8 @@ def _dataset(root: Path, *, data: bool = True) -> Path:
 
 def test_no_meta_files_says_which_root_was_meant(tmp_path: Path):
     root = _dataset(tmp_path / "bench")
+    (tmp_path / "notes").mkdir()  # a folder that is no dataset is no candidate
+    (tmp_path / "notes.txt").write_text("")
     for given, meant in ((root / "data", root), (root / "data" / "audiocount", root), (tmp_path, root)):
         given.mkdir(exist_ok=True)
         assert meant_root(given) == meant

@@ -148,6 +148,22 @@ def test_repeated_ids_with_draws_are_not_extra_lines_but_a_true_duplicate_is(tmp
     assert len(rows) == 9
 
 
+def test_an_episode_drawn_only_counts_no_plain_line_of_its_own(tmp_path):
+    """Lines with draw fields beside lines without (an episode asked in draws, another plainly): the plain
+    presentation is counted only for ids with no line that names its draw, so a true duplicate of a drawn
+    line stays an extra line."""
+    data = tmp_path / "data"
+    (first, task, gt), (second, *_) = write_bare_meta(data, per_task=2)[:2]
+    drawn = json.dumps({"id": first, "task": task, "response": gt, "gt": gt, "draw": 1}) + "\n"
+    plain = json.dumps({"id": second, "task": task, "response": gt, "gt": gt}) + "\n"
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "m_results_k1.jsonl").write_text(drawn + drawn + plain)
+    scoring = score_folder(results, tmp_path / "summary.csv", ScoreOptions(data=data))
+    (coverage,) = scoring.coverage
+    assert coverage.episodes_present == 2 and coverage.extra_lines == 1
+
+
 def test_a_draw_that_is_not_a_non_negative_integer_names_file_line_and_id(tmp_path):
     lines = draw_lines({QUERIES[0]: [True]}) + [
         '{"id": "X1", "task": "AudioCount", "response": "3", "gt": "3", "draw": "1"}\n'

@@ -418,6 +418,30 @@ def test_error_lines_are_counted_per_cell_and_stay_in_n_as_wrong(tmp_path):
     assert table[3].split()[-3:] == ["1/2", "1", "1"]
 
 
+def test_the_table_right_aligns_its_numbers_and_names_a_row_without_task():
+    rows = [
+        SummaryRow("icl", 1, "AudioCount", 0.5, 2, 1, 0, 0),
+        SummaryRow("majority-long-name", 10, "", 1 / 3, 3, 1, 1, 2),
+    ]
+    assert format_table(rows).splitlines() == [
+        "model                k  task        acc %  95% CI       correct/n  unparsed  errors",
+        "------------------  --  ----------  -----  -----------  ---------  --------  ------",
+        "icl                  1  AudioCount   50.0  [9.5, 90.5]        1/2         0       0",
+        "majority-long-name  10  (no task)    33.3  [6.1, 79.2]        1/3         1       2",
+    ]
+
+
+def test_scoring_keeps_no_lines_unless_asked_and_its_rows_are_frozen(tmp_path):
+    write_jsonl(tmp_path / "m_results_k1.jsonl", [line("AudioCount", "3", "3")])
+    files = find_result_files(tmp_path)
+    assert score_files(files).examples == {}
+    kept = score_files(files, keep_examples=True).examples
+    assert [s.id for s in kept[("m", 1)]] == ["AudioICL00001"]
+    row = score_files(files).rows[0]
+    with pytest.raises(AttributeError):
+        row.n = 5  # type: ignore[misc]
+
+
 def test_detail_csv_of_earlier_versions_reads_without_errors(tmp_path):
     old = tmp_path / "old_detail.csv"
     old.write_text(
