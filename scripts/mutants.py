@@ -60,6 +60,7 @@ TESTS = {
     ],
     "dataset/meta.py": [
         "tests/dataset/test_meta.py",
+        "tests/dataset/test_meta_problems.py",
         "tests/dataset/test_validate.py",
         "tests/test_properties.py",
         "tests/e2e/test_validate_cli.py",
@@ -70,6 +71,7 @@ TESTS = {
         "tests/test_properties.py",
     ],
     "inference/results.py": [
+        "tests/inference/test_results_log.py",
         "tests/inference/test_runner.py",
         "tests/inference/test_stopping.py",
         "tests/test_properties.py",

@@ -437,3 +437,24 @@ def test_the_continuation_layout_is_refused_before_any_request():
             Workload(prompts=1, max_audio_per_prompt=3, chats=False),
             base_url="http://127.0.0.1:9",
         )
+
+
+def test_a_body_still_streaming_at_its_deadline_is_overdue_whichever_sees_it_first():
+    """The deadline is checked between chunks as well as by the timer that closes the stream: a body whose
+    chunks keep coming past it (a stream that the close does not stop, the race the timer can lose) is cut
+    off between two chunks."""
+    import time
+
+    from audioicl.backends.openai import backend as openai_backend
+
+    class Trickle:
+        def iter_bytes(self):
+            for _ in range(50):
+                time.sleep(0.02)
+                yield b"x"
+
+        def close(self):  # the timer's close reaches a stream that goes on
+            pass
+
+    with pytest.raises(openai_backend._Overdue):
+        openai_backend.bounded_body(Trickle(), time.monotonic() + 0.1)
