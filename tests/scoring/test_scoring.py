@@ -583,11 +583,13 @@ def test_a_task_told_only_by_broken_lines_counts_them_wrong_with_their_query_cli
     # e2's clip is known, e3's is not: the clusters are q2.wav's and the unknown one's
     assert remap.query_clips is None and remap.cluster_interval is None
     assert (rows["AudioCount"].correct, rows["AudioCount"].n, rows["AudioCount"].query_clips) == (1, 1, 1)
-    one = score_text(tmp_path, f"{broken}\n", **options)  # the file now holds the one broken line
-    assert [s.malformed for s in one] == [True]
+    # a right AudioRemap answer and the broken line, both of clip q2.wav: that clip is 1 right of 2
+    right = json.dumps(line("AudioRemap", "ABA", "ABA", id="e4"))
+    options["query_clips"][(1, "e4")] = "q2.wav"
+    assert [s.malformed for s in score_text(tmp_path, f"{right}\n{broken}\n", **options)] == [False, True]
     (row,) = score_files(find_result_files(tmp_path), ScoreOptions(**options)).rows
-    assert (row.task, row.correct, row.n, row.query_clips) == ("AudioRemap", 0, 1, 1)
-    assert row.cluster_interval == cluster_bootstrap([[0, 1]], ("m", 1, "AudioRemap"))
+    assert (row.task, row.correct, row.n, row.query_clips) == ("AudioRemap", 1, 2, 1)
+    assert row.cluster_interval == cluster_bootstrap([[1, 2]], ("m", 1, "AudioRemap"))
 
 
 def test_skipped_lines_stay_in_n(tmp_path):

@@ -23,11 +23,9 @@ _INT_RE = re.compile(r"[-+]?\d+")
 _WS_PUNCT_RE = re.compile(r"[\s\.\,\;\:\!\?\(\)\[\]\{\}\"\']+")
 _ASCII_LETTER_RE = re.compile(r"[A-Za-z]")
 _STRICT_REMAP_RE = re.compile(rf"[A-Za-z]{{{REMAP_LENGTH}}}")
+# The original's exact words that its substring rule (``anomaly_label``) would not read alike; its "normal",
+# "anomalous", "anomaly" and "abnormal" entries read as their substrings do, so they are left to that rule.
 _ANOMALY_WORDS = {
-    "normal": "normal",
-    "anomalous": "anomalous",
-    "anomaly": "anomalous",
-    "abnormal": "anomalous",
     "true": "anomalous",
     "1": "anomalous",
     "false": "normal",
