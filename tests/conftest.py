@@ -9,6 +9,8 @@ are short sine tones whose length depends on their label, so they differ in dura
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -174,9 +176,6 @@ def tiny_dataset(tmp_path_factory) -> Path:
 def one_episode_each(tmp_path_factory) -> Path:
     """One episode of every task, k = 1..5, as ``audioicl build --episodes 1`` makes them (the Morse letter bank
     included): built once a session (per xdist worker) and shared, read-only (copy it before changing it)."""
-    import subprocess
-    import sys
-
     root = tmp_path_factory.mktemp("one-episode-each") / "bench"
     command = [sys.executable, "-m", "audioicl", "build", "--out", str(root), "--episodes", "1", "--quiet"]
     subprocess.run([*command, "--workers", "1"], check=True, capture_output=True)

@@ -33,7 +33,7 @@ def test_run_score_report(one_episode_each, tiny_checkpoints, tmp_path, family):
     shutil.copytree(tiny_checkpoints[family], checkpoint)
     out = tmp_path / "results"
     model = f"hf:{checkpoint}"
-    proc = audioicl(
+    run = (
         "run",
         "--data",
         one_episode_each,
@@ -46,6 +46,7 @@ def test_run_score_report(one_episode_each, tiny_checkpoints, tmp_path, family):
         "-o",
         "device=cpu",
     )
+    proc = audioicl(*run)
     name = REAL_NAMES[family]
     for k in range(1, 6):
         assert f"k={k}: {TASKS} written (0 errors)" in proc.stdout
@@ -65,19 +66,7 @@ def test_run_score_report(one_episode_each, tiny_checkpoints, tmp_path, family):
     assert spent["work"]["out_of_memory"] == 0 and spent["work"]["lm_tokens"] > 0
     assert spent["seconds"]["features"] > 0 and spent["seconds"]["generate"] > 0
 
-    again = audioicl(
-        "run",
-        "--data",
-        one_episode_each,
-        "--model",
-        model,
-        "--out",
-        out,
-        "-o",
-        "dtype=fp32",
-        "-o",
-        "device=cpu",
-    )
+    again = audioicl(*run)
     assert f"k=5: 0 written (0 errors), {TASKS} skipped" in again.stdout
 
     summary = tmp_path / "scores" / "summary.csv"
