@@ -103,11 +103,18 @@ def write_failed(path: str | os.PathLike, exc: OSError) -> WriteFailed:
     return WriteFailed(f"cannot write {os.fspath(path)}: {cause}{number}; {remedy}")
 
 
-class Stopped(AudioICLError):
-    """A run stopped at a safe point by a signal (SIGTERM, SIGINT): the CLI prints its message as the one
-    line (not as an error) and exits ``exit_code``, 128 + the signal's number (143, 130); ``signal`` names it."""
+class Stopped(BaseException):
+    """A command stopped by a signal (SIGTERM, SIGINT), at a safe point or where it was: the CLI prints its
+    message as the one line (not as an error) and exits ``exit_code``, 128 + the signal's number (143, 130);
+    ``signal`` names it. A ``BaseException``, as ``KeyboardInterrupt`` is: no ``except Exception`` on its way
+    up (a backend's failed call, a prompt that cannot be made) can take a stop for an error and write it as a
+    result."""
 
     def __init__(self, message: str, *, exit_code: int = 130, signal: str | None = None):
         super().__init__(message)
+        self.message = message
         self.exit_code = exit_code
         self.signal = signal
+
+    def __reduce__(self):
+        return (type(self), (self.message,), self.__dict__)

@@ -53,5 +53,8 @@ def test_a_signal_stops_the_demo_in_one_line_and_the_rerun_completes(tmp_path: P
     assert status == 143, stderr  # the icl solver's seconds of work were still ahead
     assert stderr.strip().splitlines()[-1].startswith("audioicl demo: stopped by SIGTERM")
     assert not list(out.rglob("*.lock")) and not list(tmp_path.glob("*.lock"))
+    assert "error lines" not in stderr  # issue 53: a stop raised inside a solver's call is no answer
+    for path in (out / "results").glob("*_results_k*.jsonl"):
+        assert '"status": "error"' not in path.read_text(), path
     done = cli.audioicl(*args, rc=0)
     assert "report:" in done.stdout and (out / "report" / "report.html").is_file()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import re
+import shutil
 from functools import partial
 from pathlib import Path
 
@@ -129,3 +130,26 @@ def test_a_base_models_continuation_run_is_ranked_where_it_has_no_chat_run(tiny_
     # built-in solver's, so a floor
     assert ranked == {"model": {"base-model + continuation"}, "floor": {"instruct"}}, ranked
     assert "instruct + continuation" in page  # among the conditions
+
+
+def test_two_datasets_in_one_folder_are_said_and_never_paired(two_builds, tiny_dataset, tmp_path):
+    """Issue 53, item 3: ``run`` into a folder holding another dataset's results said nothing, and ``compare``
+    paired episode AudioICL00001 of one build with AudioICL00001 of the other. Now the run warns, naming both
+    datasets, and compare refuses in one line; item 6: rerunning a model over another dataset is refused naming
+    each dataset by folder and digest prefix (it printed 1.4 KB of sha256 digests)."""
+    out = tmp_path / "mixed"
+    shutil.copytree(two_builds / "b", out)  # random over the 2-episode build
+    done = audioicl("run", "--data", tiny_dataset, "--model", "builtin:majority", "--out", out, "--k", "1")
+    warning = next(line for line in done.stderr.splitlines() if line.startswith("warning:"))
+    assert f"holds results over another dataset than {tiny_dataset.resolve()} (" in warning
+    assert "random over " in warning and "compare refuses" in warning
+    refused = audioicl("compare", out, out, "--model-a", "majority", "--model-b", "random", rc=2)
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith("audioicl compare: error: A (majority in ") and "cannot be paired" in line
+    assert re.search(r"digest [0-9a-f]{12}\) and B \(random in .*digest [0-9a-f]{12}\)", line), line
+    again = audioicl(
+        "run", "--data", tiny_dataset, "--model", "builtin:random", "--out", out, "--k", "1", rc=2
+    )
+    (line,) = again.stderr.splitlines()
+    assert "dataset: was " in line and f"now {tiny_dataset.resolve()} (" in line and len(line) < 700, line
+    assert "sha256" not in line

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import shutil
+import signal
 from functools import partial
 from pathlib import Path
 
@@ -96,11 +97,56 @@ def test_compare_per_example_csvs(built, tmp_path):
     assert len(rows) == TASKS + 1 and rows[-1].startswith("| B vs A | mean over tasks | 18 |")
 
 
-def test_study_in_one_command_then_resumed(built, tmp_path):
+@pytest.fixture(scope="module")
+def whole_study(built, tmp_path_factory) -> tuple[Path, str]:
+    """``study`` of builtin:icl over ``built`` in one uninterrupted command: its folder and stdout."""
+    out = tmp_path_factory.mktemp("whole-study") / "study"
+    return out, audioicl("study", "--data", built, "--model", "builtin:icl", "--out", out).stdout
+
+
+def answered_lines(results: Path) -> dict[str, list[dict]]:
+    """Every results file's lines without their timings (what a rerun may not change)."""
+    return {
+        path.name: [{k: v for k, v in line.items() if k != "seconds"} for line in read_jsonl(path)]
+        for path in sorted(results.glob("*_results_k*.jsonl"))
+    }
+
+
+def test_a_study_stopped_at_start_up_mid_condition_and_in_its_report_resumes_exactly(
+    built, whole_study, tmp_path
+):
+    """Issue 53, item 1: SIGTERM (a scheduler's preemption) stops the whole study at once, exit 143, in one line,
+    and writes nothing a rerun takes for a result (before the fix, the stop raised inside builtin:icl's call
+    became that window's error lines, and the study ran every other condition to its end and exited 1). Stopped
+    three times (while it starts, while a condition runs, while the report is written), the last rerun
+    completes: the same lines as the uninterrupted study's, none an error, none twice."""
     out = tmp_path / "study"
-    proc = audioicl("study", "--data", built, "--model", "builtin:icl", "--out", out)
-    assert "[9/9] probe: k = 0" in proc.stdout and "study.html" in proc.stdout
-    assert "[floor] builtin:text-only: k = 0, 1, 2" in proc.stdout
+    args = ("study", "--data", built, "--model", "builtin:icl", "--out", out)
+    plain = out / "results" / "icl_results_k1.jsonl"
+    moments = {
+        "start-up": lambda: (out / "results").is_dir(),
+        "mid-condition": lambda: plain.is_file() and plain.stat().st_size > 0,
+        "report": lambda: (out / "scores" / "summary.csv").is_file(),
+    }
+    for moment, ready in moments.items():
+        status, stderr = cli.stopped_by(signal.SIGTERM, ready, *args)
+        assert status == 143, f"{moment}: {stderr}"
+        last = stderr.strip().splitlines()[-1]
+        assert last.startswith("audioicl study: stopped by SIGTERM") and "resume" in last, f"{moment}: {last}"
+        assert "error lines" not in stderr and "Traceback" not in stderr, f"{moment}: {stderr}"
+        for name, lines in answered_lines(out / "results").items():
+            assert all(line["status"] == "ok" for line in lines), f"{moment}: an error line in {name}"
+        assert not list(out.rglob("*.lock")), moment
+        assert not (out / "study.html").exists(), moment  # the report is written whole or not at all
+    again = audioicl(*args)
+    assert "wrote" in again.stdout and (out / "study.html").is_file()
+    assert answered_lines(out / "results") == answered_lines(whole_study[0] / "results")
+
+
+def test_study_in_one_command_then_resumed(built, whole_study):
+    out, stdout = whole_study
+    assert "[9/9] probe: k = 0" in stdout and "study.html" in stdout
+    assert "[floor] builtin:text-only: k = 0, 1, 2" in stdout
     text = (out / "study.md").read_text()
     assert "## Claims the numbers support" in text and "The model listens to the query" in text
     assert "| AudioCount |" in text and "perception (probe)" in text and "text ICL (transcript)" in text

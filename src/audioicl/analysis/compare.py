@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from audioicl.errors import AudioICLError
+from audioicl.inference.record import dataset_label, model_run_record, same_dataset
 from audioicl.scoring.score import find_result_files, iter_scored_lines
 from audioicl.scoring.stats import wilson_interval
 from audioicl.seeding import rng_for
@@ -272,6 +273,20 @@ def folder_outcomes(folder: Path) -> dict[tuple[str, int], Outcomes]:
                 )
             cell[key] = line.verdict.correct
     return {key: {task: dict(ids) for task, ids in value.items()} for key, value in cells.items()}
+
+
+def refuse_two_datasets(a: tuple[Path, str], b: tuple[Path, str]) -> None:
+    """Refuse to pair A's and B's episodes (each a results folder and a model in it) when their run records
+    say they were run over different datasets: their ``AudioICL00001`` are different episodes. Results with
+    no record (the original's files) cannot tell, and pass."""
+    found = [model_run_record(folder, model) for folder, model in (a, b)]
+    if found[0] is None or found[1] is None or same_dataset(found[0][1], found[1][1]):
+        return
+    (folder_a, model_a), (folder_b, model_b) = a, b
+    raise AudioICLError(
+        f"A ({model_a} in {folder_a}) was run over {dataset_label(found[0][1])} and B ({model_b} in "
+        f"{folder_b}) over {dataset_label(found[1][1])}: episodes of two datasets cannot be paired"
+    )
 
 
 def read_per_example(path: Path) -> Outcomes:

@@ -18,6 +18,7 @@ from audioicl.dataset.build import build
 from audioicl.files import check_output
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import run
+from audioicl.inference.stopping import on_signals
 from audioicl.scoring.score import Scoring, format_table, score_folder
 from audioicl.tasks.context import BuildOptions
 
@@ -66,14 +67,16 @@ def run_demo(options: DemoOptions, say: Callable[[str], None] = print) -> DemoOu
     seconds["build"] = time.perf_counter() - start
 
     errors = 0
-    for solver in options.solvers:
-        start = time.perf_counter()
-        say(f"[2/4] running builtin:{solver} for k = {', '.join(map(str, options.shots))}")
-        summary = run(
-            RunOptions(data=data, model=ModelSpec("builtin", solver), out=results, seed=options.seed), say
-        )
-        errors += summary.errors
-        seconds[f"run {solver}"] = time.perf_counter() - start
+    with on_signals() as stop:  # SIGTERM, SIGINT: a solver's run stops after the window in hand
+        for solver in options.solvers:
+            start = time.perf_counter()
+            say(f"[2/4] running builtin:{solver} for k = {', '.join(map(str, options.shots))}")
+            solver_run = RunOptions(
+                data=data, model=ModelSpec("builtin", solver), out=results, seed=options.seed
+            )
+            with stop.during(f"before builtin:{solver}'s first prompt"):
+                errors += run(solver_run, say, stop=stop).errors
+            seconds[f"run {solver}"] = time.perf_counter() - start
 
     start = time.perf_counter()
     summary_csv = scores / "summary.csv"

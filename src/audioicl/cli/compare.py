@@ -12,6 +12,7 @@ from audioicl.analysis.compare import (
     folder_outcomes,
     markdown_comparisons,
     read_per_example,
+    refuse_two_datasets,
 )
 from audioicl.errors import AudioICLError
 from audioicl.files import check_output, write_atomic
@@ -40,10 +41,10 @@ def _add(sub):
     return p
 
 
-def _cells(path: Path, model: str | None, side: str) -> dict[int | None, Outcomes]:
-    """k → outcomes of the chosen model (k None for a per-example CSV)."""
+def _cells(path: Path, model: str | None, side: str) -> tuple[str | None, dict[int | None, Outcomes]]:
+    """The chosen model (None for a per-example CSV) and k → its outcomes (k None for a per-example CSV)."""
     if path.is_file():
-        return {None: read_per_example(path)}
+        return None, {None: read_per_example(path)}
     cells = folder_outcomes(path)
     models = sorted({m for m, _ in cells})
     if model is None:
@@ -57,14 +58,16 @@ def _cells(path: Path, model: str | None, side: str) -> dict[int | None, Outcome
         raise AudioICLError(
             f"no results of model {model!r} (found: {', '.join(models) or 'none'})", file=str(path)
         )
-    return {k: outcomes for (m, k), outcomes in cells.items() if m == model}
+    return model, {k: outcomes for (m, k), outcomes in cells.items() if m == model}
 
 
 @command(_add)
 def compare_command(args) -> int:
     if args.out:
         check_output(args.out, "--out", folder=False)
-    a, b = _cells(args.a, args.model_a, "a"), _cells(args.b, args.model_b, "b")
+    (model_a, a), (model_b, b) = _cells(args.a, args.model_a, "a"), _cells(args.b, args.model_b, "b")
+    if model_a is not None and model_b is not None:
+        refuse_two_datasets((args.a, model_a), (args.b, model_b))
     if None in a or None in b:
         pairs = [(next(iter(a.values())), next(iter(b.values())), "B vs A")]
     else:

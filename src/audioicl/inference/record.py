@@ -165,21 +165,69 @@ def results_identity(record: Record | None) -> dict[str, Any]:
     return identity
 
 
+FINGERPRINT_SHOWN = 12  # hex digits of a dataset fingerprint that a message shows
+
+
+def dataset_label(record: Record) -> str:
+    """Which dataset a record's lines were run over, for a message: its data root and the start of its
+    fingerprint (``/data/bench (fingerprint 3f2a9c01d4e7)``)."""
+    fingerprint = str(results_identity(record)["dataset"])
+    shown = fingerprint.removeprefix("meta-")[:FINGERPRINT_SHOWN]
+    kind = "meta files' digest" if fingerprint.startswith("meta-") else "fingerprint"
+    source = record.get("dataset_source")
+    if isinstance(source, Mapping):  # a downloaded dataset: where from, and which commit
+        shown += f", downloaded from {source.get('repo')} at {str(source.get('commit'))[:FINGERPRINT_SHOWN]}"
+    return f"{record.get('data') or 'an unnamed dataset'} ({kind} {shown})"
+
+
+def same_dataset(one: Record, other: Record) -> bool:
+    """Whether two records' lines were run over one dataset: the same download (or none) and fingerprint, not
+    the same path; a dataset without a manifest (no fingerprint) by the meta files of the k both ran (or, with
+    none in common, by its root)."""
+    if one.get("dataset_source") != other.get("dataset_source"):
+        return False
+    if one.get("dataset_fingerprint") != other.get("dataset_fingerprint"):
+        return False
+    if isinstance(one.get("dataset_fingerprint"), str):
+        return True
+    metas = one.get("meta_sha256") or {}, other.get("meta_sha256") or {}
+    shared = metas[0].keys() & metas[1].keys()
+    if not shared:
+        return one.get("data") == other.get("data")
+    return all(metas[0][k] == metas[1][k] for k in shared)
+
+
 def record_conflicts(old: Record, new: Record) -> list[str]:
     """``key: was X, now Y`` for each recorded fact that changes what a result line says: the settings (of the
-    backend options, those that are not ``EXECUTION_OPTIONS``), the data root, the dataset fingerprint, the
-    downloaded repo and commit, and the meta file of any k both records have run."""
+    backend options, those that are not ``EXECUTION_OPTIONS``), the data root, and the meta file of any k both
+    records have run. Another dataset is one conflict, each by its root and fingerprint's start
+    (``dataset_label``), not the digests of its meta files."""
     old_settings, new_settings = (_answer_settings(record) for record in (old, new))
     pairs = {
         key: (old_settings.get(key), new_settings.get(key))
         for key in old_settings.keys() | new_settings.keys()
     }
-    for key in ("data", "dataset_fingerprint", "dataset_source"):
-        pairs[key] = (old.get(key), new.get(key))
-    old_meta, new_meta = old.get("meta_sha256") or {}, new.get("meta_sha256") or {}
-    for k in sorted(old_meta.keys() & new_meta.keys(), key=int):
-        pairs[f"meta file of k={k} (sha256)"] = (old_meta[k], new_meta[k])
-    return [f"{key}: was {was!r}, now {now!r}" for key, (was, now) in sorted(pairs.items()) if was != now]
+    if not same_dataset(old, new):
+        conflicts = [f"dataset: was {dataset_label(old)}, now {dataset_label(new)}"]
+    else:
+        conflicts = []
+        pairs["data"] = (old.get("data"), new.get("data"))
+        old_meta, new_meta = old.get("meta_sha256") or {}, new.get("meta_sha256") or {}
+        for k in sorted(old_meta.keys() & new_meta.keys(), key=int):
+            pairs[f"meta file of k={k} (sha256)"] = (old_meta[k], new_meta[k])
+    return conflicts + [
+        f"{key}: was {was!r}, now {now!r}" for key, (was, now) in sorted(pairs.items()) if was != now
+    ]
+
+
+def other_datasets(folder: Path, record: Record) -> list[str]:
+    """A line for each other model in ``folder`` whose results were run over another dataset than
+    ``record``'s: a folder that mixes datasets scores them side by side as if they were one benchmark."""
+    return [
+        f"{model} over {dataset_label(earlier)}"
+        for model, earlier in folder_run_records(folder).items()
+        if model != record.get("model_name") and not same_dataset(earlier, record)
+    ]
 
 
 # --------------------------------------------------------------------------- a run's record

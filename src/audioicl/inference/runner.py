@@ -78,7 +78,14 @@ from audioicl.tasks import TASKS
 
 from .options import RUN_ORDERS, Report, RunOptions, RunOrder, Shard
 from .progress import Progress
-from .record import new_run_record, timed_run, update_run_record, with_backend
+from .record import (
+    dataset_label,
+    new_run_record,
+    other_datasets,
+    timed_run,
+    update_run_record,
+    with_backend,
+)
 from .results import LineKey, ResultsLog, drop_error_lines, restore_order, results_name
 from .stopping import StopRequest
 
@@ -846,6 +853,13 @@ def _run_in(
             if lock.taken_over:
                 report(f"warning: took over the stale lock {lock.lock} of dead process {lock.taken_over.pid}")
         update_run_record(folder, record, write=False)
+        others = other_datasets(folder, record)
+        if others:
+            report(
+                f"warning: {folder} holds results over another dataset than {dataset_label(record)}: "
+                f"{'; '.join(others)}; scores of this folder put both side by side, and compare refuses "
+                "to pair them (use another --out for another dataset)"
+            )
         with stop.immediate():
             backend = given or load_backend(
                 options.model,

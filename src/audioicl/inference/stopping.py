@@ -1,8 +1,8 @@
 """Stopping a run at its next safe point when a signal asks: SIGTERM (what a scheduler sends before it kills a
 job) and SIGINT (Ctrl-C).
 
-``on_signals()`` installs the handlers (the ``run`` command does, around ``runner.run``) and yields the
-``StopRequest`` that the runner watches. The first signal is noted:
+``on_signals()`` installs the handlers (``run``, ``study`` and ``demo`` do, around their runs) and yields the
+``StopRequest`` that the runner watches; a ``study`` passes the same one to each of its runs. The first signal is noted:
 
 - while the run writes (its locks taken, its results files open: ``StopRequest.deferred``), it stops at the
   next safe point: after the window of prompts in hand has been written and fsynced. A backend that can hand
@@ -50,6 +50,7 @@ class StopRequest:
         self.signum: int | None = None
         self.backend: Any = None  # the run's backend, once loaded: asked to ``stop()`` its call in hand
         self._deferred = 0
+        self.outside = "before the first prompt"  # how far a stop outside ``deferred`` got (``during``)
 
     @property
     def requested(self) -> bool:
@@ -81,10 +82,21 @@ class StopRequest:
         at once, and so does entering it after one."""
         saved, self._deferred = self._deferred, 0
         try:
-            self.check("before the first prompt")
+            self.check(self.outside)
             yield
         finally:
             self._deferred = saved
+
+    @contextlib.contextmanager
+    def during(self, how_far: str) -> Iterator[None]:
+        """While inside, a stop outside ``deferred`` says ``how_far`` (a study: which condition comes next, or
+        that every run is done and the report is being written); entering it after a stop raises."""
+        saved, self.outside = self.outside, how_far
+        try:
+            self.check(how_far)
+            yield
+        finally:
+            self.outside = saved
 
     def notice(self, signum: int) -> None:
         """What the handler does with a signal (the first: a stop; a second: the end, at once)."""
@@ -92,7 +104,7 @@ class StopRequest:
             _die(signum)
         self.signum = signum
         if not self._deferred:
-            raise self.stopped("before the first prompt")
+            raise self.stopped(self.outside)
         if isinstance(self.backend, Stoppable):
             self.backend.stop()  # sets a flag: safe in a handler (no lock is taken)
 

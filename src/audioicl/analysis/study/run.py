@@ -18,6 +18,7 @@ from audioicl.errors import AudioICLError
 from audioicl.files import check_output
 from audioicl.inference.options import RunOptions
 from audioicl.inference.runner import RunSummary, preflight, run
+from audioicl.inference.stopping import StopRequest, on_signals
 from audioicl.scoring.score import Scoring, score_folder
 
 from .conditions import CONDITION_NAMES, FLOOR_SPEC, Condition, condition
@@ -84,9 +85,9 @@ def run_options(options: StudyOptions, chosen: Condition, shots: tuple[int, ...]
 
 def run_study(options: StudyOptions, say: Callable[[str], None] = print) -> StudyOutputs:
     """Every chosen condition into ``OUT/results``, scores into ``OUT/scores``, the study report into
-    ``OUT/study.md`` and ``OUT/study.html``."""
-    from .report import StudyReportOptions, write_study_report  # matplotlib only for a report
-
+    ``OUT/study.md`` and ``OUT/study.html``. SIGTERM or SIGINT stops the whole study (``inference.stopping``):
+    in a condition's run after the window in hand, anywhere else at once; nothing a rerun takes for a result
+    is written, and the same command completes what is missing."""
     check_output(options.out, "--out", folder=True)
     chosen = [condition(name) for name in dict.fromkeys(options.conditions)]
     available = [k for k in find_meta_files(options.run.data) if k > 0]
@@ -94,15 +95,33 @@ def run_study(options: StudyOptions, say: Callable[[str], None] = print) -> Stud
     plans = [(c, ks) for c, ks in plans if ks]
     if not plans:
         raise AudioICLError("no condition has a k to run (see --k and --conditions)")
+    with on_signals() as stop:
+        for (
+            c,
+            ks,
+        ) in plans:  # every condition's run checked before the model loads (each checks again, saying so)
+            preflight(run_options(options, c, ks), lambda _message: None, model="none")
+        runs = _run_conditions(options, plans, say, stop)
+        with stop.during("after every run, while scoring and writing the study report"):
+            return _scored_and_reported(options, plans, runs)
+
+
+def _run_conditions(
+    options: StudyOptions,
+    plans: Sequence[tuple[Condition, tuple[int, ...]]],
+    say: Callable[[str], None],
+    stop: StopRequest,
+) -> dict[str, RunSummary]:
+    """Each condition's run on one loaded backend, then the floor's."""
     shared = options.run
-    for c, ks in plans:  # every condition's run checked before the model loads (each checks again, saying so)
-        preflight(run_options(options, c, ks), lambda _message: None, model="none")
-    backend = load_backend(shared.model, seed=shared.seed, **shared.backend_options)
+    with stop.during("before the first prompt, while the model loads"):
+        backend = load_backend(shared.model, seed=shared.seed, **shared.backend_options)
     runs: dict[str, RunSummary] = {}
     try:
         for number, (c, ks) in enumerate(plans, start=1):
             say(f"[{number}/{len(plans)}] {c.name}: k = {', '.join(map(str, ks))}")
-            runs[c.name] = run(run_options(options, c, ks), say, backend=backend)
+            with stop.during(f"before condition {c.name} ({number} of {len(plans)})"):
+                runs[c.name] = run(run_options(options, c, ks), say, backend=backend, stop=stop)
             for k_summary in runs[c.name].ks:
                 say(f"  {k_summary.line()}")
     finally:
@@ -119,8 +138,17 @@ def run_study(options: StudyOptions, say: Callable[[str], None] = print) -> Stud
             limit=shared.limit,
             allow_missing_audio=shared.allow_missing_audio,
         )
-        for k_summary in run(floor, say).ks:
-            say(f"  {k_summary.line()}")
+        with stop.during("before the floor's run"):
+            for k_summary in run(floor, say, stop=stop).ks:
+                say(f"  {k_summary.line()}")
+    return runs
+
+
+def _scored_and_reported(
+    options: StudyOptions, plans: Sequence[tuple[Condition, tuple[int, ...]]], runs: dict[str, RunSummary]
+) -> StudyOutputs:
+    from .report import StudyReportOptions, write_study_report  # matplotlib only for a report
+
     summary = options.out / "scores" / "summary.csv"
     scoring = score_folder(options.results, summary)
     files = write_study_report(
