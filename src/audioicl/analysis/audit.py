@@ -1196,4 +1196,19 @@ def format_report(report: AuditReport) -> str:
     else:
         lines += ["", "shortcuts that beat their baseline by more than the margin, significantly:"]
         lines += [f"  {t.task} k={t.k}: {failure}" for t in failed for failure in t.failures]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *verdict_lines(report)])
+
+
+def verdict_lines(report: AuditReport) -> list[str]:
+    """The report's last lines: PASS or FAIL, and each reason for a FAIL counted by kind (what ``audit``'s
+    exit status says: 0 on PASS, 1 on FAIL)."""
+    reasons: dict[str, int] = {}
+    for failure in report.duplicates.failures if report.duplicates else ():
+        kind = failure.split(":", 1)[0]
+        reasons[kind] = reasons.get(kind, 0) + 1
+    shortcuts = sum(len(t.failures) for t in report.tasks)
+    if shortcuts:
+        reasons["a shortcut beats its baseline by more than the margin"] = shortcuts
+    if not reasons:
+        return ["verdict: PASS (no duplicate clip a copy could score from, no shortcut beats its baseline)"]
+    return ["verdict: FAIL", *(f"  {kind}: {count}" for kind, count in reasons.items())]

@@ -213,15 +213,20 @@ def duration_seconds(wave: np.ndarray, sr: int) -> float:
     return len(wave) / sr
 
 
+SILENCE_LEVEL = 1.5 / 32767  # under two 16-bit PCM steps: digital silence, or an all-silent clip's floor
+
+
 def digital_silence(wave: np.ndarray, sr: int, min_s: float = 0.05) -> list[tuple[int, int]]:
-    """Runs of exact zeros at least ``min_s`` long, as [start, end) sample ranges.
+    """Runs of samples within one 16-bit PCM step of zero (``SILENCE_LEVEL``) at least ``min_s`` long, as
+    [start, end) sample ranges.
 
     AudioLength clips carry a white-noise floor (RMS 0.02, about 650 PCM16 steps) everywhere except the silence
-    block, which is exact digital zeros; a run of zeros longer than a few samples never happens in the floor.
+    block, which is exact digital zeros (an all-silent clip: a floor of -1, 0, +1 steps, ``tasks.length``); a
+    run of such samples longer than a few never happens in the noise floor.
     """
     x = np.asarray(wave).reshape(-1)
     min_len = max(1, int(round(min_s * sr)))
-    return [(s, e) for s, e in _runs(x == 0) if e - s >= min_len]
+    return [(s, e) for s, e in _runs(np.abs(x) < SILENCE_LEVEL) if e - s >= min_len]
 
 
 def non_silent_seconds(wave: np.ndarray, sr: int) -> float:

@@ -133,7 +133,19 @@ def _silence(ctx: GenContext, wave: np.ndarray, start: int, stop: int) -> np.nda
 
 def _render(ctx: GenContext, spec: TaskSpec, clip: LengthClip) -> np.ndarray:
     layout = _layout(ctx, spec.name, clip)
-    return _silence(ctx, _sound_bed(ctx, layout), *layout.silence)
+    wave = _silence(ctx, _sound_bed(ctx, layout), *layout.silence)
+    start, stop = layout.silence
+    if stop - start == len(wave):  # an all-silent clip (AudioLengthHard's label 0): its own floor
+        wave += _silent_floor(ctx.rng(spec.name, *clip.key, "floor"), len(wave))
+    return wave
+
+
+def _silent_floor(rng: np.random.Generator, samples: int) -> np.ndarray:
+    """A floor of -1, 0 or +1 least significant bit of 16-bit PCM per sample (about -92 dBFS RMS, far below
+    hearing): without it every all-silent clip of a length is the same file of zeros, so a query is
+    byte-identical to a demo of its own label and a model that copies scores without listening (issue 53).
+    Drawn from a generator of its own (the clip's key and "floor"): every other draw is as it was."""
+    return (rng.integers(-1, 2, samples) / 32767.0).astype(np.float32)
 
 
 def _transcript(ctx: GenContext, spec: TaskSpec, clip: LengthClip) -> str:

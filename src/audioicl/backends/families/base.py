@@ -20,7 +20,7 @@ Two renderings exist:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from audioicl.prompts.chat import AudioPart, Chat, Message, TextPart, message_text
@@ -171,6 +171,32 @@ class AudioFamily:
         fast path tokenizes prompts itself): the audio token repeated (the Qwen families' placeholders hold
         their wrapping tokens already)."""
         return self.audio_token * tokens
+
+    def for_processor(self, processor: Any) -> AudioFamily:
+        """The family with its audio tokens as ``processor`` names them (``audio_token``, and an inline
+        placeholder's wrapping ``audio_bos_token`` and ``audio_eos_token``), where they differ from the names
+        written here: a checkpoint may rename its special tokens, and the text the fast path writes must hold
+        the ones its processor expands. Itself where nothing differs or the family writes no audio token."""
+        given = getattr(processor, "audio_token", None)
+        if not self.audio_token or not isinstance(given, str) or not given:
+            return self
+        before, found, after = self.placeholder.partition(self.audio_token)
+        bos, eos = (getattr(processor, name, None) for name in ("audio_bos_token", "audio_eos_token"))
+        if found and before and after and isinstance(bos, str) and isinstance(eos, str):
+            before, after = bos, eos
+        placeholder = before + given + after if found else self.placeholder
+        continuation = self.continuation_placeholder
+        if continuation is not None:
+            continuation = continuation.replace(self.audio_token, given)
+        if (placeholder, continuation, given) == (
+            self.placeholder,
+            self.continuation_placeholder,
+            self.audio_token,
+        ):
+            return self
+        return replace(
+            self, placeholder=placeholder, audio_token=given, continuation_placeholder=continuation
+        )
 
     @property
     def tokenizes_chat(self) -> bool:

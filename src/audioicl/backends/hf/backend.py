@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import torch
 
 from audioicl import audio
@@ -30,6 +31,7 @@ from ..base import Backend, GenerationConfig, GenerationStopped, Request, Respon
 from ..families import AudioFamily, family_of
 from ..kinds import Settings
 from ..rendering import (
+    audio_extractor,
     check_clip_count,
     clip_window_seconds,
     decode_answer,
@@ -39,7 +41,7 @@ from ..rendering import (
     stop_token_ids,
 )
 from . import KIND
-from .features import ClipFeatures, ClipFeaturizer, SideStream
+from .features import ClipFeatures, ClipFeaturizer, SideStream, log
 from .fp8 import quantize_decoder
 from .load import (
     backend_info,
@@ -109,6 +111,46 @@ def expand_audio_tokens(text: str, clips: Sequence[ClipFeatures], family: AudioF
     return "".join(out)
 
 
+PROBE_SECONDS = 1.0  # the clip of silence the fast path's expansion is checked on, once a load
+
+
+def fast_path_departure(processor: Any, family: AudioFamily, model_config: Any) -> str | None:
+    """Why this checkpoint departs from what the fast path writes for it (None: it does not), checked once
+    at load: its tokenizer must know the audio token as one token, the model's config must name the same id,
+    and the processor must expand the fast path's placeholder for a clip exactly as the fast path expands it
+    (``family.expansion``). A family that makes its prompts from chats takes ids and counts from its
+    processor's own encoder (``clip_inputs``) and is not checked here."""
+    if family.tokenizes_chat:
+        return None
+    tokenizer, token = processor.tokenizer, family.audio_token
+    token_id = tokenizer.convert_tokens_to_ids(token)
+    if token_id is None or token_id == tokenizer.unk_token_id:
+        return f"its tokenizer has no token {token!r}"
+    configured = getattr(model_config, "audio_token_id", None)
+    if isinstance(configured, int) and configured != token_id:
+        return f"its config's audio_token_id is {configured}, its tokenizer's {token!r} is {token_id}"
+    rate = int(audio_extractor(processor).sampling_rate)
+    silence = np.zeros(int(rate * PROBE_SECONDS), dtype=np.float32)
+    try:
+        made = processor(
+            text=[family.placeholder], audio=[silence], sampling_rate=rate, return_tensors="pt", padding=True
+        )
+    except Exception as exc:  # noqa: BLE001 (any refusal is the reason the fast path cannot take it)
+        return f"its processor refuses the placeholder {family.placeholder!r}: {type(exc).__name__}: {exc}"
+    ids = made["input_ids"][0].tolist()
+    before, _, after = family.placeholder.partition(token)
+    expected = before + family.expansion(processor, ids.count(token_id)) + after
+    ours = tokenizer(expected, add_special_tokens=False)["input_ids"]
+    if ids.count(token_id) < 1 or not _holds(ids, ours):
+        return f"its processor expands {family.placeholder!r} otherwise than the fast path does"
+    return None
+
+
+def _holds(ids: Sequence[int], part: Sequence[int]) -> bool:
+    """Whether ``part`` is a contiguous run of ``ids`` (a processor may add its tokenizer's special tokens)."""
+    return any(list(ids[at : at + len(part)]) == list(part) for at in range(len(ids) - len(part) + 1))
+
+
 @dataclass(frozen=True)
 class Served:
     """What a backend serves: the model, its processor and family, and its device."""
@@ -125,14 +167,17 @@ class HFBackend:
 
     def __init__(self, name: str, served: Served, settings: Settings, info: Mapping[str, Any] | None = None):
         self.name, self.settings = name, settings
-        self.model, self.processor, self.model_family, self.device = (
-            served.model,
-            served.processor,
-            served.family,
-            served.device,
-        )
-        self.reuse = reuse_for(settings, served.family)
+        self.model, self.processor, self.device = served.model, served.processor, served.device
+        self.model_family = served.family.for_processor(served.processor)
         self._info = dict(info or {})
+        if self.model_family != served.family:  # the checkpoint renames its audio tokens: recorded
+            self._info["audio_tokens"] = {
+                "placeholder": self.model_family.placeholder,
+                "audio_token": self.model_family.audio_token,
+            }
+        self.reuse = reuse_for(settings, served.family)
+        if self.reuse != "off":
+            self._fall_back_where_the_checkpoint_departs()
         self.max_clip_seconds = clip_window_seconds(self.processor, self.model_family)
         parts_family = self.model_family.rendering == "parts"
         # the family's own processor per micro-batch; a parts family with the fast path (``reuse``) takes it
@@ -224,6 +269,19 @@ class HFBackend:
         )
         self._ahead: dict[str, _Ahead] = {}  # prepared by ``prefetch``, by request key
         self.halted = False  # stop() was called: generate returns after the batch in hand
+
+    def _fall_back_where_the_checkpoint_departs(self) -> None:
+        """The fast path off where this checkpoint departs from what it writes (``fast_path_departure``):
+        by default to ``generate``, said once and recorded (``reuse: off (why)``), rather than an error line
+        for each prompt that ``generate`` answers; where ``-o reuse`` asked for it, an error."""
+        why = fast_path_departure(self.processor, self.model_family, self.model.config)
+        if why is None:
+            return
+        if self.settings.reuse is not None:
+            raise AudioICLError(f"backend option reuse={self.settings.reuse}: {self.name}: {why}")
+        log.warning("hf backend: %s: the fast path is off: %s; answering with generate", self.name, why)
+        self.reuse = "off"
+        self._info["reuse"] = f"off ({why})"
 
     @classmethod
     def around(cls, name: str, model: Any, processor: Any, **options: Any) -> HFBackend:
