@@ -82,6 +82,7 @@ def test_a_clean_build_passes_at_any_size(builds: Builds, episodes: int, seed: i
     done, report, _ = builds.audit(episodes, seed, *(("--tasks", tasks) if tasks else ()))
     assert done.returncode == 0, done.stdout[-3000:]
     assert "no shortcut beats its baseline by more than 5 points significantly" in done.stdout
+    assert done.stdout.strip().splitlines()[-1].startswith("verdict: PASS (")  # issue 53: the verdict last
     assert not [t for t in report["tasks"] if t["verdict"] == "FAIL" or t["failures"]]
     testing = report["testing"]
     assert testing["correction"].startswith("Holm") and testing["alpha"] == 0.05
@@ -112,6 +113,7 @@ def test_audit_of_the_demo_build(builds: Builds):
     assert report["paths_only"] is False and report["decoded"] == report["clips"]
     assert len(report["tasks"]) == 9 * 5
     lines = done.stdout.splitlines()
+    lines = lines[next(i for i, line in enumerate(lines) if line.startswith("audit of ")) :]  # after "wrote"
     assert lines[2].split()[:6] == ["task", "k", "n", "min", "n", "chance"]
     assert sum(line.startswith(("Audio", "Morse", "Anomaly")) and " 20 " in line for line in lines) == 45
     assert "Holm's correction over every shortcut tested (family-wise 5 %)" in done.stdout
@@ -214,6 +216,11 @@ def test_a_query_with_its_own_demos_bytes_and_one_content_with_two_labels_fail(t
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"FAIL query has the content of its own demo: AudioCount k=1 {first.id}: " in done.stdout
     assert "FAIL one content, two labels: AudioCount: " in done.stdout
+    # issue 53, item 5: the last lines are the verdict with its reasons, not "no shortcut beats its baseline"
+    # 40 lines below the FAIL
+    verdict = done.stdout.strip().splitlines()[-3:]
+    assert verdict[0] == "verdict: FAIL" and verdict[1].startswith("  query has the content of its own demo: ")
+    assert verdict[2].startswith("  one content, two labels: ")
     report = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))
     assert report["ok"] is False and report["duplicates"]["own_demo"] and report["duplicates"]["conflicts"]
     assert any(

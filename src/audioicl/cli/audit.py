@@ -55,10 +55,10 @@ def run(args) -> int:
     report = audit(
         args.root, margin=args.margin, workers=args.workers, say=lambda line: print(line, file=sys.stderr)
     )
-    print(format_report(report))
-    if args.json is not None:
+    if args.json is not None:  # said first: the report's last lines are its verdict
         replaced = " (replacing the earlier one)" if args.json.exists() else ""
         args.json.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(args.json, json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
-        print(f"\nwrote {args.json}{replaced}")
+        print(f"wrote {args.json}{replaced}\n")
+    print(format_report(report))
     return 0 if report.ok else 1
