@@ -672,3 +672,25 @@ def test_untrusted_text_in_report_md_cannot_become_html():
     made = markdown_view(ViewTable("answers", "what was said", ("label", "answer"), (("3", hostile),)))
     assert "<script>" not in made and "<img" not in made and "&lt;script&gt;" in made
     assert made.count("\n| ") == 2  # the header row and one row: the break did not split the row
+
+
+def test_a_hostile_model_name_is_escaped_in_every_part_of_report_md(tiny_dataset, tmp_path):
+    """Issue 53, item 7: the coverage bullets quoted the model name of a results file's name raw
+    (``<img src=x onerror=...>`` live once the Markdown is rendered), where the tables escaped it."""
+    from audioicl import RunOptions, run
+
+    folder = tmp_path / "results"
+    run(
+        RunOptions(data=tiny_dataset, model="builtin:random", out=folder, shots=(1,), limit=1), lambda _: None
+    )
+    hostile = "<img src=x onerror=alert(1)>"
+    for path in list(folder.iterdir()):
+        path.rename(path.with_name(path.name.replace("random", hostile)))
+    summary = tmp_path / "scores" / "summary.csv"
+    score_folder(folder, summary)
+    files = write_report(
+        ReportOptions(scores=summary, out=tmp_path / "report", results=folder, data=tiny_dataset)
+    )
+    markdown = files.markdown.read_text(encoding="utf-8")
+    assert "## Coverage" in markdown and "&lt;img src=x onerror=alert(1)&gt; k=1: " in markdown
+    assert "<img" not in markdown and hostile not in files.html.read_text(encoding="utf-8")

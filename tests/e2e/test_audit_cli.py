@@ -219,7 +219,9 @@ def test_a_query_with_its_own_demos_bytes_and_one_content_with_two_labels_fail(t
     # issue 53, item 5: the last lines are the verdict with its reasons, not "no shortcut beats its baseline"
     # 40 lines below the FAIL
     verdict = done.stdout.strip().splitlines()[-3:]
-    assert verdict[0] == "verdict: FAIL" and verdict[1].startswith("  query has the content of its own demo: ")
+    assert verdict[0] == "verdict: FAIL" and verdict[1].startswith(
+        "  query has the content of its own demo: "
+    )
     assert verdict[2].startswith("  one content, two labels: ")
     report = json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))
     assert report["ok"] is False and report["duplicates"]["own_demo"] and report["duplicates"]["conflicts"]

@@ -40,6 +40,7 @@ from .tables import (
     describe_chance,
     describe_floor,
     html_table,
+    markdown_cell,
     markdown_table,
 )
 
@@ -117,15 +118,17 @@ def markdown_report(
     provenance: dict[str, Provenance] | None = None,
 ) -> str:
     chance_notes = "\n".join(
-        f"- {task or '(no task)'}: {describe_chance(chance_level(task))}"
+        f"- {markdown_cell(task or '(no task)')}: {describe_chance(chance_level(task))}"
         + (f"; text-only floor {floor}" if (floor := describe_floor(grid, task)) else "")
         for task in grid.tasks
     )
     floor_note = f"{FLOOR_NOTE}\n\n" if grid.floor else ""
-    plot_links = "\n\n".join(f"![{task or '(no task)'}]({path.name})" for task, path in plots.items())
+    plot_links = "\n\n".join(
+        f"![{markdown_cell(task or '(no task)')}]({path.name})" for task, path in plots.items()
+    )
     notes = coverage_notes(grid)
     coverage = (
-        "## Coverage\n\n" + "".join(f"- {note}\n" for note in notes) + f"\n{COVERAGE_NOTE}\n\n"
+        "## Coverage\n\n" + "".join(f"- {markdown_cell(note)}\n" for note in notes) + f"\n{COVERAGE_NOTE}\n\n"
         if notes
         else ""
     )
