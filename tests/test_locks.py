@@ -308,3 +308,14 @@ def test_an_empty_lock_is_waited_for_with_a_word(tmp_path, monkeypatch, caplog):
         lock.release()
     said = [r.getMessage() for r in caplog.records if "is empty" in r.getMessage()]
     assert len(said) == 1 and "waiting up to 0.3 s" in said[0]
+
+
+def test_a_lock_naming_a_pid_past_any_int_is_stale_not_a_traceback(tmp_path):
+    """Issue 53, item 8: pid 10**20 in a lock file raised ``OverflowError`` from ``os.kill``."""
+    path = tmp_path / "r.jsonl"
+    write_lock(path, host=HOST, pid=10**20, start_time=12345, boot_id=lockfiles._boot_id(), heartbeat_s=10.0)
+    assert not read_lock(lock_path(path)).alive
+    lock = FileLock(path)
+    lock.acquire()
+    assert lock.taken_over.pid == 10**20
+    lock.release()

@@ -218,7 +218,7 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    except OSError:  # e.g. a pid out of range
+    except (OSError, OverflowError):  # a pid out of range: past the kernel's (OSError) or C's int (Overflow)
         return False
     return True
 

@@ -102,3 +102,17 @@ def test_reference_meta_files_report_missing_audio_and_nesting(tmp_path: Path):
         "AnomalyDetect": False,
     }
     assert "AudioRemap         nested: no (1200 of 1200 episodes differ)" in done.stdout
+
+
+def test_an_ids_terminal_escapes_are_shown_not_sent(tmp_path: Path):
+    """Issue 53, item 8: an id holding ESC and CR reached the terminal raw from ``validate`` (``run`` escapes
+    them): now they are shown as ``\\x1b`` and a space."""
+    root = two_count_episodes(tmp_path / "ds")
+    for k in (1, 2):
+        path = root / "meta" / f"meta_k{k}.jsonl"
+        text = path.read_text(encoding="utf-8").replace("AudioICL00001", "AudioICL\\u001b[2J\\rX")
+        path.write_text(text.replace("s1_3.wav", "missing.wav"), encoding="utf-8")
+    done = audioicl_validate(root)
+    assert done.returncode == 1
+    assert "\x1b" not in done.stdout and "\r" not in done.stdout
+    assert "AudioICL\\x1b[2J X" in done.stdout

@@ -9,6 +9,7 @@ from audioicl.dataset.validate import format_report, validate
 from audioicl.errors import AudioICLError
 from audioicl.files import check_output, write_atomic
 
+from .main import one_line
 from .options import command
 
 
@@ -42,7 +43,8 @@ def run(args) -> int:
     if args.json:
         check_output(args.json, "--json", folder=False)
     report = validate(args.root, quick=args.quick, verify_hashes=args.verify_hashes, jobs=args.jobs)
-    print(format_report(report, show_all=args.all))
+    # ids and paths come from the meta files: their control characters (an escape sequence) shown as \xNN
+    print("\n".join(one_line(line) for line in format_report(report, show_all=args.all).split("\n")))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(args.json, json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
