@@ -16,10 +16,20 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 
 
 def test_the_table_lists_every_family_with_its_limits():
+    """Issue 53, item 4: the listing was about 230 columns wide; now it fits 100, every column is under
+    ``--verbose`` and one family's every detail under ``audioicl models NAME``."""
     out = audioicl("models").stdout
     for _, family in FAMILIES.items():
-        assert family.label in out
-    assert "clips per prompt" in out and "s per clip" in out
+        assert family.label.replace(" (ASR only)", " (ASR)").replace(" (remote code)", " (remote)") in out
+    assert max(map(len, out.splitlines())) <= 100
+    assert out.splitlines()[0].split() == ["family", "clips", "s/clip", "tok/s", "hf", "vllm", "tiny"]
+    verbose = audioicl("models", "--verbose").stdout
+    assert "clips per prompt" in verbose and "s per clip" in verbose and "transformers" in verbose
+    one = audioicl("models", "gemma4").stdout
+    assert "checkpoints       google/gemma-4-E2B-it, google/gemma-4-E4B-it" in one
+    assert "transformers      >= 5.25" in one
+    near = audioicl("models", "gema4", rc=2)
+    assert near.stderr.strip() == "audioicl models: error: no model family 'gema4' (did you mean gemma4?)"
 
 
 def test_json_has_one_row_per_family():

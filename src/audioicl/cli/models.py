@@ -3,7 +3,11 @@ is verified (``--json``: the same as JSON; ``--markdown``: the table of ``docs/m
 
 from __future__ import annotations
 
+import difflib
 import json
+import textwrap
+
+from audioicl.errors import AudioICLError
 
 from .options import command
 
@@ -18,6 +22,18 @@ COLUMNS = (
     "transformers",
     "tiny",
 )
+# the default listing, to fit 100 columns: a short header for each and the verification in a word or two
+# (the whole table: --verbose; one family's every detail: audioicl models NAME)
+SHORT_COLUMNS = {
+    "family": "family",
+    "clips per prompt": "clips",
+    "s per clip": "s/clip",
+    "audio tokens/s": "tok/s",
+    "hf": "hf",
+    "vllm": "vllm",
+    "tiny": "tiny",
+}
+SHORT_VERIFIED = {"tiny checkpoint in CI": "CI", "full size on GPU + CI": "GPU+CI"}
 
 
 def _add(sub):
@@ -32,19 +48,50 @@ def _add(sub):
             "public checkpoints each covers ((base): a pretrained base model, run with --layout continuation)."
         ),
     )
+    p.add_argument("name", nargs="?", help="one family (its name or model type): every detail of it")
     shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--verbose", action="store_true", help="every column (backends, transformers)")
     shape.add_argument("--json", action="store_true", help="print the list as JSON")
     shape.add_argument("--markdown", action="store_true", help="print the table as Markdown (docs/models.md)")
     return p
 
 
-def format_models(rows: list[dict[str, str]]) -> str:
-    table = [COLUMNS, *(tuple(row[c] for c in COLUMNS) for row in rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
-    lines.append("")
-    lines += [f"{row['family']}: {row['checkpoints'] or '-'}" for row in rows]
-    return "\n".join(lines)
+def _aligned(table: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table]
+
+
+def format_models(rows: list[dict[str, str]], verbose: bool = False) -> str:
+    """The families as a table: within 100 columns (``verbose``: every column, and each family's
+    checkpoints below it)."""
+    if verbose:
+        lines = _aligned([COLUMNS, *(tuple(row[c] for c in COLUMNS) for row in rows)])
+        return "\n".join([*lines, "", *(f"{row['family']}: {row['checkpoints'] or '-'}" for row in rows)])
+    cells = [tuple(_short(column, row[column]) for column in SHORT_COLUMNS) for row in rows]
+    lines = _aligned([tuple(SHORT_COLUMNS.values()), *cells])
+    note = (
+        "hf, vllm: verified with a tiny checkpoint in CI, at full size on a GPU, or untested; every column: "
+        "--verbose; one family's details and checkpoints: audioicl models NAME"
+    )
+    return "\n".join([*lines, "", *textwrap.wrap(note, 100)])
+
+
+def _short(column: str, value: str) -> str:
+    """A cell of the default listing: the verification in a word, a rate to three digits (16.6667: 16.7),
+    "(ASR only)" as "(ASR)", "(remote code)" as "(remote)"."""
+    if column in ("hf", "vllm"):
+        return SHORT_VERIFIED.get(value, value)
+    if column == "family":
+        return value.replace(" (ASR only)", " (ASR)").replace(" (remote code)", " (remote)")
+    if column == "audio tokens/s" and "." in value:
+        return f"{float(value):.3g}"
+    return value
+
+
+def format_family(row: dict[str, str]) -> str:
+    """One family's every detail, a line each."""
+    width = max(len(key) for key in row)
+    return "\n".join(f"{key:<{width}}  {value or '-'}" for key, value in row.items())
 
 
 def markdown_models(rows: list[dict[str, str]]) -> str:
@@ -60,10 +107,24 @@ def run(args) -> int:
     from audioicl.backends.families.registry import model_rows
 
     rows = model_rows()
+    if args.name:
+        wanted = args.name.lower()
+        found = [
+            r for r in rows if wanted in (r["family"].lower(), r["model_type"].lower(), r["tiny"].lower())
+        ]
+        if not found:
+            names = [r["tiny"] if r["tiny"] != "-" else r["model_type"] for r in rows]
+            near = difflib.get_close_matches(wanted, names, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else f"; known: {', '.join(names)}"
+            raise AudioICLError(f"no model family {args.name!r}{hint}")
+        rows = found
+        if not (args.json or args.markdown):
+            print("\n\n".join(format_family(row) for row in rows))
+            return 0
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
     elif args.markdown:
         print(markdown_models(rows))
     else:
-        print(format_models(rows))
+        print(format_models(rows, verbose=args.verbose))
     return 0
