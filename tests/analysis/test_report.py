@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import re
@@ -385,7 +384,7 @@ def test_report_files_and_html_structure(tmp_path):
     files = write_report(ReportOptions(scores=scores, out=out, results=results, examples=3))
 
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["overview.png", "report.md", "report.html", *(f"accuracy_{t}.png" for t in TASKS)]
+        ["clips", "overview.png", "report.md", "report.html", *(f"accuracy_{t}.png" for t in TASKS)]
     )
     for png in out.glob("*.png"):
         assert png.read_bytes().startswith(b"\x89PNG")
@@ -399,9 +398,9 @@ def test_report_files_and_html_structure(tmp_path):
     audio = page.attrs("audio")
     assert len(audio) == 3 * 4 + 2 * 3 - 1
     assert all("controls" in a for a in audio)
-    # each distinct clip's data URI is written once, on its first player; the others name that player
+    # each distinct clip's file (clips/ beside the page) is named once, on its first player; the others name that player
     sources = {a["id"]: a["src"] for a in audio if "src" in a}
-    assert all(uri.startswith("data:audio/flac;base64,") for uri in sources.values())
+    assert all(src.startswith("clips/") and (out / src).is_file() for src in sources.values())
     assert len(sources) == 4 + 3 == len(set(sources.values()))
     assert all(a["data-clip"] in sources for a in audio if "src" not in a)
     assert page.count("script") == 1  # the one that gives the later players their source
@@ -419,7 +418,7 @@ def test_report_files_and_html_structure(tmp_path):
     anomaly_uris = [
         a["src"] for a in audio if a["title"] == "data/anomalous/fan/train/normal_0.wav" and "src" in a
     ]
-    flac = io.BytesIO(base64.b64decode(anomaly_uris[0].split(",", 1)[1]))
+    flac = io.BytesIO((out / anomaly_uris[0]).read_bytes())
     info = sf.info(flac)
     assert (info.format, info.samplerate, info.channels, info.subtype, info.frames) == (
         "FLAC",
@@ -430,7 +429,7 @@ def test_report_files_and_html_structure(tmp_path):
     )
     # a 16-bit clip at 16 kHz is carried bit-exactly
     count_uri = next(a["src"] for a in audio if a["title"] == "data/audiocount/easy/s_0.wav" and "src" in a)
-    carried, _ = sf.read(io.BytesIO(base64.b64decode(count_uri.split(",", 1)[1])), dtype="int16")
+    carried, _ = sf.read(str(out / count_uri), dtype="int16")
     on_disk, _ = sf.read(data / "data/audiocount/easy/s_0.wav", dtype="int16")
     assert np.array_equal(carried, on_disk)
     assert files.audio_bytes > 0
@@ -528,11 +527,16 @@ def test_every_example_of_the_demos_report_can_be_listened_to(tmp_path):
     )
     html = outputs.report.read_text(encoding="utf-8")
     assert "not embedded" not in html and 'class="clip-missing"' not in html and "more example" not in html
-    assert outputs.report.stat().st_size < 40e6
+    # issue 53, item 4: the page was 30 MB with 237 clips inline; now they are files beside it
+    assert outputs.report.stat().st_size < 5e6
     page = parse_page(outputs.report)
     sources = {a["id"]: a["src"] for a in page.attrs("audio") if a.get("src")}
-    assert all(uri.startswith("data:audio/flac;base64,") for uri in sources.values())
+    assert all(re.fullmatch(r"clips/[0-9a-f]{16}\.flac", src) for src in sources.values())
     assert len(set(sources.values())) == len(sources)  # one copy per distinct clip
+    files = sorted(path.name for path in (outputs.report.parent / "clips").iterdir())
+    assert files == sorted(src.split("/")[1] for src in sources.values())
+    for src in sources.values():
+        assert sf.info(str(outputs.report.parent / src)).format == "FLAC"
 
     records = {
         json.loads(line)["id"]: json.loads(line)
@@ -550,7 +554,7 @@ def test_every_example_of_the_demos_report_can_be_listened_to(tmp_path):
             episode = article.split("<h4>", 1)[1].split(" ", 1)[0]
             players = re.findall(r"<audio [^>]*>", article)
             for player in players:  # a source of its own, or the id of a player that has one
-                assert re.search(r' src="data:audio/flac;base64,[A-Za-z0-9+/=]+"', player) or (
+                assert re.search(r' src="clips/[0-9a-f]{16}\.flac"', player) or (
                     re.search(r'data-clip="([^"]+)"', player).group(1) in sources
                 ), (task, episode, player[:200])
             bank = 26 if task == "MorseCode" else 0

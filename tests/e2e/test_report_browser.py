@@ -48,11 +48,14 @@ addEventListener("load", () => {
 
 def player_states(page: Path, tmp_path: Path) -> list[list]:
     """What the browser says of every ``<audio>`` of ``page``: [title, readyState, duration, error, has src]."""
-    probed = tmp_path / f"probed-{page.stem}.html"
+    probed = page.with_name(f".probed-{page.stem}.html")  # beside the page: its players read clips/ there
     probed.write_text(
         page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8"
     )
-    dom = chromium_dom(probed, tmp_path / "probe-profile")
+    try:
+        dom = chromium_dom(probed, tmp_path / "probe-profile")
+    finally:
+        probed.unlink()
     found = re.search(r'<pre id="audio-check">(.*?)</pre>', dom, re.S)
     assert found, "the probe did not report: " + dom[-500:]
     return json.loads(html.unescape(found.group(1)))

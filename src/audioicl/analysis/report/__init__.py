@@ -6,7 +6,8 @@ instruction variants) and, optionally, the results folder (example episodes with
 audio, and the confusion views: answer − truth, label-prior bias against the demos' labels from the dataset's
 meta files, Morse letter errors). Outputs in ``out``: ``accuracy_<task>.png`` per task,
 ``compliance_<task>.png`` per task when the detail CSV holds compliance, ``overview.png``, ``report.md`` and
-``report.html`` (no external resources: plots and clips are embedded as data URIs). Each file is written
+``report.html`` (plots embedded as data URIs, the example clips as FLAC files in ``clips/`` beside it: the page
+stays a few MB however many clips it plays; copy the folder, not the page alone). Each file is written
 atomically and ``report.html`` last, after an earlier ``report.html`` and ``report.md`` were removed: a report
 that fails half-way (a full disk) leaves no page that looks complete.
 """
@@ -29,7 +30,7 @@ from .accuracy import FLOOR_MODEL, AccuracyGrid, load_grid
 from .confusion import ViewTable, confusions, markdown_view
 from .examples import Example, read_scored, select_examples
 from .html import ExampleView, Page, TaskSection, render_page
-from .media import AudioBudget, embed_clips, megabytes
+from .media import CLIP_FOLDER, AudioBudget, embed_clips, megabytes
 from .spread import spread_views
 from .tables import (
     COMPLIANCE_NOTE,
@@ -179,11 +180,26 @@ def embed_examples(
     return {task: tuple(shown) for task, shown in views.items()}, left_out
 
 
+def write_clip_files(folder: Path, files: dict[str, bytes]) -> None:
+    """The page's clips into ``folder`` (each atomically; one already there with its name has its content,
+    which names it), and the clips of an earlier report there that this page does not play removed."""
+    if files:
+        folder.mkdir(parents=True, exist_ok=True)
+    for name, flac in files.items():
+        if not (folder / name).is_file():
+            write_atomic(folder / name, flac)
+    if folder.is_dir():
+        for stale in folder.glob("*.flac"):
+            if stale.name not in files:
+                stale.unlink()
+
+
 def examples_note(options: ReportOptions, budget: AudioBudget, left_out: dict[str, int]) -> str:
     note = (
         f"Example episodes: up to {options.examples} per task at the highest k in {options.results}, "
         "alternating episodes some model solved and episodes no model solved, in id order. "
-        "Clips are re-encoded to 16 kHz 16-bit FLAC (lossless) and embedded once each, however many examples "
+        f"Clips are re-encoded to 16 kHz 16-bit FLAC (lossless) and written once each into {CLIP_FOLDER}/ beside "
+        "this page, however many examples "
         f"use them: {budget.clips} clips, {megabytes(budget.used)} of audio"
     )
     if budget.limit <= 0:
@@ -313,6 +329,7 @@ def write_report(options: ReportOptions) -> ReportFiles:
         coverage_notes=tuple(coverage_notes(grid)),
         band_label=CLUSTER_BAND_LABEL if grid.clustered() else "",
     )
+    write_clip_files(options.out / CLIP_FOLDER, budget.files)
     html_path = options.out / "report.html"
     write_atomic(html_path, render_page(page, with_examples))
     return ReportFiles(

@@ -1,7 +1,7 @@
-"""The self-contained HTML page: inline CSS, plots and clips as data URIs, every text escaped.
+"""The HTML page: inline CSS, plots as data URIs, clips as files in ``clips/`` beside it, every text escaped.
 
-Each distinct clip's data URI is written once, on its first player (``id="clip-…"``); a later player of the
-same clip names it (``data-clip``) and the page's one script gives it the same source. A task's Morse alphabet
+Each distinct clip's file is named once, on its first player (``id="clip-…"``); a later player of the same
+clip names that player (``data-clip``) and the page's one script gives it the same source. A task's Morse alphabet
 bank is shown once, above its examples, and each example's prompt names it in one line.
 """
 
@@ -111,25 +111,25 @@ def anchor(task: str) -> str:
 
 
 class Players:
-    """Renders ``<audio>`` players; a clip's data URI goes only into the first player of its content."""
+    """Renders ``<audio>`` players; a clip's file goes only into the first player of its content."""
 
     def __init__(self) -> None:
         self.written: set[str] = set()
         self.shared = False  # some player takes its source from another one (the page needs the script)
 
     def clip(self, clip: EmbeddedClip) -> str:
-        if clip.data_uri is None:
+        if clip.src is None:
             return f'<span class="clip-missing">[{escape(clip.path)}: {escape(clip.problem or "")}]</span>'
         title = escape(clip.path)
         if clip.clip_id is None:
-            return f'<audio controls preload="metadata" title="{title}" src="{clip.data_uri}"></audio>'
+            return f'<audio controls preload="metadata" title="{title}" src="{clip.src}"></audio>'
         if clip.clip_id in self.written:
             self.shared = True
             return f'<audio controls preload="metadata" title="{title}" data-clip="{clip.clip_id}"></audio>'
         self.written.add(clip.clip_id)
         return (
             f'<audio controls preload="metadata" title="{title}" id="{clip.clip_id}" '
-            f'src="{clip.data_uri}"></audio>'
+            f'src="{clip.src}"></audio>'
         )
 
 

@@ -1,9 +1,10 @@
-"""Embedding images and clips in the page as base64 data URIs, with a size budget for the audio.
+"""Images in the page as base64 data URIs; clips beside it as files, with a size budget for the audio.
 
 Clips are re-encoded to 16 kHz mono 16-bit FLAC (lossless: the samples a model gets, at about half the size of
-WAV) and embedded once per distinct content: two players of the same clip (the Morse bank in every MorseCode
-prompt, a clip that serves several episodes) share one copy. An example is embedded whole or not at all, so the
-page never shows an example that cannot be listened to.
+WAV) and written once per distinct content into ``clips/`` beside the page (``CLIP_FOLDER``), named by their
+digest: two players of the same clip (the Morse bank in every MorseCode prompt, a clip that serves several
+episodes) share one file. The page itself stays small (the demo's was 30 MB with its clips inline). An example's
+clips are placed whole or not at all, so the page never shows an example that cannot be listened to.
 """
 
 from __future__ import annotations
@@ -21,19 +22,19 @@ from audioicl.audio import SAMPLE_RATE, load
 from audioicl.dataset.meta import resolve_audio_path
 from audioicl.errors import AudioICLError
 
-AUDIO_MIME = "audio/flac"
+CLIP_FOLDER = "clips"  # beside the page: its players' files, by content
 
 
 @dataclass(frozen=True)
 class EmbeddedClip:
     """A clip ready for an ``<audio>`` player, or why it is not there (``problem``).
 
-    ``clip_id`` names the page's one copy of the clip's content: every player of the same content carries
-    the same id and the same ``data_uri`` (one string), and the page writes the URI once.
+    ``src``: the clip's file, relative to the page (``clips/<digest>.flac``); ``clip_id`` names the page's one
+    player that carries it: every player of the same content carries the same id and the same ``src``.
     """
 
     path: str
-    data_uri: str | None = None
+    src: str | None = None
     problem: str | None = None
     clip_id: str | None = None
 
@@ -56,6 +57,9 @@ class AudioBudget:
         self.used = 0
         self._encoded: dict[tuple[Path, str], bytes | str] = {}  # (root, path) → FLAC bytes or a problem
         self._on_page: dict[str, EmbeddedClip] = {}  # sha256 of the FLAC bytes → the page's copy
+        self.files: dict[
+            str, bytes
+        ] = {}  # what the page's players read: file name in CLIP_FOLDER → FLAC bytes
 
     @property
     def clips(self) -> int:
@@ -82,10 +86,13 @@ class AudioBudget:
     def place(self, path: str, wav: bytes) -> EmbeddedClip:
         digest = _digest(wav)
         if digest not in self._on_page:
-            uri = f"data:{AUDIO_MIME};base64," + base64.b64encode(wav).decode("ascii")
-            self._on_page[digest] = EmbeddedClip(path, data_uri=uri, clip_id="clip-" + digest[:16])
+            name = f"{digest[:16]}.flac"
+            self.files[name] = wav
+            self._on_page[digest] = EmbeddedClip(
+                path, src=f"{CLIP_FOLDER}/{name}", clip_id="clip-" + digest[:16]
+            )
         shared = self._on_page[digest]
-        return EmbeddedClip(path, data_uri=shared.data_uri, clip_id=shared.clip_id)
+        return EmbeddedClip(path, src=shared.src, clip_id=shared.clip_id)
 
 
 def png_data_uri(png: bytes) -> str:
