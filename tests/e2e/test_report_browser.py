@@ -180,7 +180,7 @@ WIDTHS = """<script>
 addEventListener("load", () => {
   const out = document.createElement("pre");
   out.id = "width-check";
-  const tables = [...document.querySelectorAll("table.accuracy, table.ranking")];
+  const tables = [...document.querySelectorAll("table.accuracy, table.ranking, table.study")];
   out.textContent = JSON.stringify({viewport: innerWidth, page: document.documentElement.scrollWidth,
                                     tables: tables.map(t => [t.scrollWidth, t.parentElement.clientWidth])});
   document.body.appendChild(out);
@@ -228,3 +228,20 @@ def test_demo_report_and_leaderboard_say_what_they_cover_at_1400_px(demo, tmp_pa
         text = visible_text(page)
         assert "n 27" in text or "n 3" in text, page  # a cell's lines, written out
         assert "complete" in text and fingerprint[:12] in text and re.search(r"seed[= ]0\b", text), page
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary")
+def test_the_study_page_fits_1400_px_and_shows_no_raw_markup(demo, tmp_path):
+    """Issue 53, item 4: study.html's header showed Markdown's backticks raw (`` `ST/results` ``) and its
+    per-model tables were cut off at 1,400 px (k = 5 past the edge)."""
+    out = tmp_path / "study"
+    args = ("study", "--data", demo / "data", "--model", "builtin:icl", "--out", out)
+    assert audioicl(*args, "--conditions", "plain,random-labels", "--no-floor").returncode == 0
+    page = out / "study.html"
+    widths = widths_at_1400(page, tmp_path)
+    assert widths["viewport"] == 1400 and widths["page"] <= 1400, widths
+    assert widths["tables"] and all(used <= room for used, room in widths["tables"]), widths
+    text = visible_text(page)
+    assert "`" not in text and "**" not in text
+    assert f"Results: {out / 'results'} ;" in " ".join(text.split())  # a <code> path, no backticks

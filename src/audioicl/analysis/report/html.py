@@ -30,7 +30,7 @@ SHARE_SCRIPT = (
 )
 
 CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1180px;
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 1280px;
        padding: 1.5rem 2rem 3rem; color: #1d2430; background: #fafbfc; line-height: 1.45; }
 h1 { margin-bottom: 0.2rem; } h2 { border-bottom: 2px solid #d8dee6; padding-bottom: 0.2rem; margin-top: 2.2rem; }
 .meta, .note { color: #57606a; font-size: 0.9rem; }
@@ -38,7 +38,7 @@ nav { display: flex; flex-wrap: wrap; } nav a { margin-right: 0.8rem; white-spac
 img.plot { max-width: 100%; border: 1px solid #d8dee6; background: white; }
 table { border-collapse: collapse; font-size: 0.85rem; background: white; }
 th, td { border: 1px solid #d8dee6; padding: 0.25rem 0.5rem; }
-table.accuracy td { text-align: right; white-space: nowrap; }
+table.accuracy td { text-align: right; white-space: nowrap; padding: 0.25rem 0.35rem; }
 table.accuracy tbody th { text-align: left; }
 tr.mean { font-weight: 600; background: #f0f3f6; }
 tr.episodes { background: #f6f8fa; }
