@@ -48,8 +48,8 @@ def _add(sub):
         "--audio-budget-mb",
         type=float,
         default=DEFAULT_AUDIO_BUDGET / 1e6,
-        help="most audio to embed in report.html, in MB of 16 kHz 16-bit FLAC, each distinct clip once; the "
-        "tasks take turns, one example each, and an example whose clips do not fit is left out rather than "
+        help="most audio report.html plays (its clips/ folder), in MB of 16 kHz 16-bit FLAC, each distinct clip "
+        "once; the tasks take turns, one example each, and an example whose clips do not fit is left out rather than "
         f"shown silent; 0 shows the examples without audio (default {DEFAULT_AUDIO_BUDGET / 1e6:g})",
     )
     p.add_argument(

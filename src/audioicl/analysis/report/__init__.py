@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 CLUSTER_BAND_LABEL = "95% cluster bootstrap over query clips (detail CSV)"
-DEFAULT_AUDIO_BUDGET = 24_000_000  # bytes of 16 kHz 16-bit FLAC embedded in the page, over all tasks
+DEFAULT_AUDIO_BUDGET = 24_000_000  # bytes of 16 kHz 16-bit FLAC the page's clips may take, over all tasks
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,8 @@ class ReportFiles:
     html: Path
     overview: Path
     plots: dict[str, Path]  # task → PNG
-    audio_bytes: int  # encoded (FLAC) bytes of audio embedded in the HTML, before base64
-    audio_clips: int = 0  # distinct clips embedded
+    audio_bytes: int  # encoded (FLAC) bytes of the page's clips, in clips/ beside it
+    audio_clips: int = 0  # distinct clips the page plays
     examples_left_out: int = 0  # examples whose audio did not fit in the budget
     compliance: dict[str, Path] = field(default_factory=dict)  # task → PNG, when the scores hold compliance
 

@@ -47,7 +47,7 @@ def megabytes(size: float) -> str:
 
 
 class AudioBudget:
-    """Bytes of encoded audio (FLAC, before base64) the page may still embed; each distinct clip counts once.
+    """Bytes of encoded audio (FLAC files in ``CLIP_FOLDER``) the page may still play; each distinct clip counts once.
 
     It also holds the page's clips by content, so an example is charged only for clips not yet on the page.
     """
@@ -57,13 +57,12 @@ class AudioBudget:
         self.used = 0
         self._encoded: dict[tuple[Path, str], bytes | str] = {}  # (root, path) → FLAC bytes or a problem
         self._on_page: dict[str, EmbeddedClip] = {}  # sha256 of the FLAC bytes → the page's copy
-        self.files: dict[
-            str, bytes
-        ] = {}  # what the page's players read: file name in CLIP_FOLDER → FLAC bytes
+        # what the page's players read: file name in CLIP_FOLDER → FLAC bytes
+        self.files: dict[str, bytes] = {}
 
     @property
     def clips(self) -> int:
-        """Distinct clips embedded so far."""
+        """Distinct clips placed so far."""
         return len(self._on_page)
 
     def take(self, size: int) -> bool:

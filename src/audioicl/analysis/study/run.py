@@ -96,10 +96,8 @@ def run_study(options: StudyOptions, say: Callable[[str], None] = print) -> Stud
     if not plans:
         raise AudioICLError("no condition has a k to run (see --k and --conditions)")
     with on_signals() as stop:
-        for (
-            c,
-            ks,
-        ) in plans:  # every condition's run checked before the model loads (each checks again, saying so)
+        # every condition's run checked before the model loads (each checks again, saying so)
+        for c, ks in plans:
             preflight(run_options(options, c, ks), lambda _message: None, model="none")
         runs = _run_conditions(options, plans, say, stop)
         with stop.during("after every run, while scoring and writing the study report"):

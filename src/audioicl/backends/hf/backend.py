@@ -138,10 +138,12 @@ def fast_path_departure(processor: Any, family: AudioFamily, model_config: Any) 
     except Exception as exc:  # noqa: BLE001 (any refusal is the reason the fast path cannot take it)
         return f"its processor refuses the placeholder {family.placeholder!r}: {type(exc).__name__}: {exc}"
     ids = made["input_ids"][0].tolist()
+    tokens = ids.count(token_id)
     before, _, after = family.placeholder.partition(token)
-    expected = before + family.expansion(processor, ids.count(token_id)) + after
-    ours = tokenizer(expected, add_special_tokens=False)["input_ids"]
-    if ids.count(token_id) < 1 or not _holds(ids, ours):
+    ours = tokenizer(before + family.expansion(processor, tokens) + after, add_special_tokens=False)[
+        "input_ids"
+    ]
+    if tokens < 1 or not _holds(ids, ours):
         return f"its processor expands {family.placeholder!r} otherwise than the fast path does"
     return None
 
@@ -170,7 +172,7 @@ class HFBackend:
         self.model, self.processor, self.device = served.model, served.processor, served.device
         self.model_family = served.family.for_processor(served.processor)
         self._info = dict(info or {})
-        if self.model_family != served.family:  # the checkpoint renames its audio tokens: recorded
+        if self.model_family is not served.family:  # the checkpoint renames its audio tokens: recorded
             self._info["audio_tokens"] = {
                 "placeholder": self.model_family.placeholder,
                 "audio_token": self.model_family.audio_token,
