@@ -18,6 +18,7 @@ import importlib.metadata as m
 assert m.version("inspect_ai") == "$INSPECT_VERSION"
 assert m.version("lmms_eval") == "$LMMS_EVAL_VERSION"
 assert m.version("datasets") == "$DATASETS_VERSION"
+m.version("openai")  # the inspect extra's provider client
 PY
 then
   rm -rf "$ENV"
@@ -25,7 +26,7 @@ then
   "$ENV/bin/python" -m pip install -q --upgrade pip >&2
   # the CPU build of torch (lmms-eval imports it; no model of its own runs here)
   "$ENV/bin/python" -m pip install -q "torch==$TORCH_CPU" >&2
-  "$ENV/bin/python" -m pip install -q -e ".[api,test]" "inspect_ai==$INSPECT_VERSION" \
+  "$ENV/bin/python" -m pip install -q -e ".[api,test]" "inspect_ai==$INSPECT_VERSION" openai \
     "lmms-eval==$LMMS_EVAL_VERSION" "datasets==$DATASETS_VERSION" "torch==$TORCH_CPU" "filelock<4" >&2
   # the torchvision that lmms-eval pulls in is built for the CUDA torch and fails to load beside the CPU
   # build (transformers then fails at import); audio tasks need none of it

@@ -11,7 +11,9 @@ without an answer), ``"slow"`` (answer after ``slow_s``, longer than the client 
 (200 with a body that is not JSON), ``"no_choices"`` (200 with JSON that is not a completion), ``"401"``,
 ``"trickle"`` (200 whose body comes a byte every ``trickle_s``, for ``trickle_bytes`` bytes: no read waits
 long, the whole takes long) and ``"huge"`` (200 with ``huge_bytes`` of body, sent as fast as it is read), ``"echo_headers"`` (an answer whose
-text is every request header, as a misconfigured proxy or debug server gives back).
+text is every request header, as a misconfigured proxy or debug server gives back), ``"redirect"`` (HTTP
+``redirect_status`` to ``redirect_to``, as a proxy in front of another host answers).
+``answering_model`` is the model name each completion says answered (default: the one asked for).
 ``latency(digest)`` delays every answer (default none), so that answers finish out of order.
 ``retry_after`` is the header's value, or a function of (digest, attempt) giving it. ``keep_bodies=False``
 logs each request without its body (a load test's thousands of base64 clips would pile up otherwise).
@@ -75,6 +77,9 @@ class ChatServer:
     port: int = 0  # 0: any free port; another server's port, to stand in for it after it stopped
     keep_bodies: bool = True
     cut_short: int = 0
+    redirect_status: int = 302
+    redirect_to: str = "https://elsewhere.example/v1/chat/completions"
+    answering_model: str | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -215,6 +220,8 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 self._send(500, b'{"error": {"message": "internal error"}}')
             elif action == "401":
                 self._send(401, b'{"error": {"message": "invalid api key"}}')
+            elif action == "redirect":
+                self._send(server.redirect_status, b"", {"Location": server.redirect_to})
             elif action == "bad_json":
                 self._send(200, b'{"choices": [{"message": ')
             elif action == "no_choices":
@@ -225,7 +232,7 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                     text = " ".join(f"{key}: {value}" for key, value in self.headers.items())
                 completion = {
                     "object": "chat.completion",
-                    "model": body.get("model"),
+                    "model": server.answering_model or body.get("model"),
                     "choices": [
                         {
                             "index": 0,

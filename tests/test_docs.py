@@ -163,3 +163,21 @@ def test_the_readme_first_screen_is_the_project_the_two_commands_the_picture_and
     screen = "\n".join(first)
     assert "audioicl demo --out audioicl-demo" in screen and "bash scripts/test.sh" in screen
     assert "docs/cli.md" in screen and "docs/architecture.md" in screen and "─►" in screen
+
+
+def test_the_inspect_extra_installs_the_client_of_every_provider_docs_inspect_names():
+    """`pip install 'audioicl[inspect]'` then docs/inspect.md's `inspect eval --model openai/...` must not stop on
+    "pip install openai": inspect_ai installs no provider's client, so the extra names it."""
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][
+        "inspect"
+    ]
+    packages = {re.split(r"[<>=\[ ]", requirement)[0] for requirement in extra}
+    providers = set(re.findall(r"--model ([a-z-]+)/", (ROOT / "docs" / "inspect.md").read_text()))
+    client_of = {
+        "openai": "openai",
+        "openai-api": "openai",
+    }  # inspect_ai's providers → the package each imports
+    assert providers and providers <= set(client_of), providers
+    assert {client_of[p] for p in providers} <= packages

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import difflib
+from collections.abc import Iterable, Iterator
 from typing import Generic, TypeVar
 
 from .errors import AudioICLError
 
 T = TypeVar("T")
+
+
+def near_name(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to a mistyped one (case aside), or None where none is close."""
+    names = list(known)
+    by_lower = {n.lower(): n for n in names}
+    if name.lower() in by_lower:
+        return by_lower[name.lower()]
+    near = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[near[0]] if near else None
+
+
+def unknown_name(kind: str, name: str, known: Iterable[str]) -> str:
+    """'unknown task 'AudioCont' (did you mean AudioCount?)', or the known names where none is near."""
+    names = list(known)
+    near = near_name(name, names)
+    if near is not None:
+        return f"unknown {kind} {name!r} (did you mean {near}?)"
+    return f"unknown {kind} {name!r} (known: {', '.join(names) or 'none'})"
 
 
 class Registry(Generic[T]):
@@ -25,8 +45,7 @@ class Registry(Generic[T]):
         try:
             return self._items[name]
         except KeyError:
-            known = ", ".join(self._items) or "none"
-            raise AudioICLError(f"unknown {self.kind} {name!r} (known: {known})") from None
+            raise AudioICLError(unknown_name(self.kind, name, self._items)) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._items

@@ -458,3 +458,36 @@ def test_a_body_still_streaming_at_its_deadline_is_overdue_whichever_sees_it_fir
 
     with pytest.raises(openai_backend._Overdue):
         openai_backend.bounded_body(Trickle(), time.monotonic() + 0.1)
+
+
+@pytest.mark.parametrize("status", [302, 307])
+def test_a_redirect_fails_the_call_saying_where_to_not_malformed(server, tiny_dataset, status):
+    """A proxy's 302/307 to another host is not followed (the key would go there) and is said as a redirect,
+    not as "malformed response (not JSON): " with an empty quote."""
+    server.plan = lambda digest, attempt: "redirect"
+    server.redirect_status = status
+    client = backend(server)
+    with pytest.raises(AudioICLError) as raised:
+        client.generate(requests_for(tiny_dataset, (1,))[:3], GenerationConfig())
+    client.close()
+    said = str(raised.value)
+    assert f"answered HTTP {status}, a redirect to 'https://elsewhere.example/v1/chat/completions'" in said
+    assert "not followed" in said and "--base-url" in said and "malformed" not in said
+
+
+def test_the_model_the_server_says_answered_is_recorded_and_a_different_one_warned_of_once(
+    server, tiny_dataset, caplog
+):
+    requests = requests_for(tiny_dataset, (1,))[:4]
+    client = backend(server)
+    client.generate(requests, GenerationConfig())
+    assert client.info["answered_by"] == ["test-model"] and not caplog.records
+    server.answering_model = "gpt-4o-mini\x1b[2J"  # a hostile server's name: kept as text, warned escaped
+    with caplog.at_level("WARNING", logger="audioicl.backends"):
+        client.generate(requests, GenerationConfig())
+        client.generate(requests, GenerationConfig())
+    client.close()
+    assert client.info["answered_by"] == ["test-model", "gpt-4o-mini\x1b[2J"]
+    [warning] = caplog.records
+    assert "asked for model 'test-model'" in warning.getMessage()
+    assert "'gpt-4o-mini\\x1b[2J' answered" in warning.getMessage() and "\x1b" not in warning.getMessage()

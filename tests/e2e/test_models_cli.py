@@ -29,7 +29,9 @@ def test_the_table_lists_every_family_with_its_limits():
     assert "checkpoints       google/gemma-4-E2B-it, google/gemma-4-E4B-it" in one
     assert "transformers      >= 5.25" in one
     near = audioicl("models", "gema4", rc=2)
-    assert near.stderr.strip() == "audioicl models: error: no model family 'gema4' (did you mean gemma4?)"
+    assert (
+        near.stderr.strip() == "audioicl models: error: unknown model family 'gema4' (did you mean gemma4?)"
+    )
 
 
 def test_json_has_one_row_per_family():

@@ -400,6 +400,29 @@ def test_unknown_backend_lists_only_backend_kinds(dataset, tmp_path, spec):
     assert _one_error_line(proc).endswith(f"unknown backend {kind!r} (known: builtin, hf, openai, vllm)")
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--model", "Qwen2-Audio"],
+            "argument --model: model spec must be BACKEND:NAME, BACKEND one of builtin, hf, openai, vllm (e.g. "
+            "hf:Qwen2-Audio for a checkpoint or hub id), got 'Qwen2-Audio' (see audioicl run --help)",
+        ),
+        (["--model", "builtin:icll"], "unknown built-in solver 'icll' (did you mean icl?)"),
+        (["--model", "hff:x"], "unknown backend 'hff' (did you mean hf?)"),
+        (
+            ["--model", "builtin:icl", "--tasks", "audiocont"],
+            "unknown task 'audiocont' (did you mean AudioCount?)",
+        ),
+    ],
+)
+def test_a_mistyped_model_or_task_is_one_line_with_the_near_name(dataset, tmp_path, args, said):
+    """Not argparse's 16 lines of usage above the line that matters; a near name where there is one."""
+    proc = audioicl("run", "--data", dataset, "--out", tmp_path / "o", *args, rc=2)
+    assert _one_error_line(proc).endswith(said)
+    assert not (tmp_path / "o").exists()
+
+
 def test_missing_checkpoint_folder_says_no_such_folder(dataset, tmp_path):
     work = tmp_path / "work"
     (work / "ckpts").mkdir(parents=True)

@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from audioicl.errors import AudioICLError
 from audioicl.prompts.chat import Chat
-from audioicl.registry import Registry
+from audioicl.registry import Registry, unknown_name
 
 from .kinds import Kind
 
@@ -171,7 +171,7 @@ def kind_of(name: str) -> Kind:
     if name not in KINDS and name in KIND_PACKAGES:
         KINDS.add(name, importlib.import_module(f"{__package__}.{name}").KIND)
     if name not in KINDS:
-        raise AudioICLError(f"unknown backend {name!r} (known: {', '.join(backend_kinds())})")
+        raise AudioICLError(unknown_name("backend", name, backend_kinds()))
     return KINDS.get(name)
 
 
@@ -209,7 +209,10 @@ class ModelSpec:
         """``backend:name`` → its spec; the one place a spec's text is split."""
         backend, sep, name = text.partition(":")
         if not sep:
-            raise AudioICLError(f"model spec must be BACKEND:NAME (e.g. builtin:random), got {text!r}")
+            raise AudioICLError(
+                f"model spec must be BACKEND:NAME, BACKEND one of {', '.join(backend_kinds())} "
+                f"(e.g. hf:{text} for a checkpoint or hub id), got {text!r}"
+            )
         return cls(backend, name)
 
     @property

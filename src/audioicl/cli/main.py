@@ -86,6 +86,14 @@ def _stopper(command_pid: int):
     return stop_here
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with a usage error on one line: what is wrong and where the usage is, not the
+    sub-command's usage (16 lines for ``run``) above the line that matters."""
+
+    def error(self, message: str):  # type: ignore[override]  (argparse's signature: it does not return)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every sub-command or, for a ``command`` known by name, of that one alone: its module is
     the only one imported (``audioicl score`` starts without the other twenty), and its help and errors are
@@ -99,7 +107,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     def module_of(entry: tuple) -> str:
         return entry[1].__module__.rsplit(".", 1)[-1]
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="audioicl",
         description="Build, run and score AudioICL-Bench, in-context learning for audio-language models.",
     )

@@ -3,11 +3,11 @@ is verified (``--json``: the same as JSON; ``--markdown``: the table of ``docs/m
 
 from __future__ import annotations
 
-import difflib
 import json
 import textwrap
 
 from audioicl.errors import AudioICLError
+from audioicl.registry import unknown_name
 
 from .options import command
 
@@ -114,9 +114,7 @@ def run(args) -> int:
         ]
         if not found:
             names = [r["tiny"] if r["tiny"] != "-" else r["model_type"] for r in rows]
-            near = difflib.get_close_matches(wanted, names, n=1)
-            hint = f" (did you mean {near[0]}?)" if near else f"; known: {', '.join(names)}"
-            raise AudioICLError(f"no model family {args.name!r}{hint}")
+            raise AudioICLError(unknown_name("model family", args.name, names))
         rows = found
         if not (args.json or args.markdown):
             print("\n\n".join(format_family(row) for row in rows))

@@ -24,6 +24,7 @@ import soundfile as sf
 from audioicl import audio
 from audioicl.errors import AudioICLError
 from audioicl.records import Clip, Episode, Query
+from audioicl.registry import unknown_name
 from audioicl.tasks import TASKS, LabelSpace, TaskSpec, task_names
 from audioicl.tasks.anomaly import MACHINE_TYPES
 
@@ -274,7 +275,7 @@ def _multi_clip_problems(ep: Episode, spec: TaskSpec, problems: list[Finding]) -
 def episode_problems(ep: Episode) -> list[Finding]:
     """(kind, message) for each way an episode does not fit its task's shape and label space."""
     if ep.task not in TASKS:
-        return [(UNKNOWN_TASK, f"unknown task {ep.task!r} (known: {', '.join(task_names())})")]
+        return [(UNKNOWN_TASK, unknown_name("task", ep.task, task_names()))]
     spec = TASKS.get(ep.task)
     problems: list[Finding] = []
     if spec.multi_clip:

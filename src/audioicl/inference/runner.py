@@ -74,6 +74,7 @@ from audioicl.prompts.draws import Variation, demo_pool, present
 from audioicl.prompts.probes import PROBE_SET, probe
 from audioicl.prompts.sets import PromptSet, load_prompt_set, prompt_variants, system_family
 from audioicl.records import Demo, Episode, Result
+from audioicl.registry import unknown_name
 from audioicl.tasks import TASKS
 
 from .options import RUN_ORDERS, Report, RunOptions, RunOrder, Shard
@@ -169,7 +170,7 @@ def _check_tasks(tasks: Sequence[str], found: set[str]) -> None:
     known = set(TASKS.names()) | found
     unknown = [t for t in tasks if t not in known]
     if unknown:
-        raise AudioICLError(f"unknown task(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        raise AudioICLError("; ".join(unknown_name("task", t, sorted(known)) for t in unknown))
 
 
 def zero_shot_source(found: Mapping[int, Path]) -> Path | None:

@@ -29,8 +29,12 @@ there, only busy (a full listen backlog times connections out): a connection tha
 retried like a 500, up to ``max_retries`` times. A
 request that still fails, another 4xx, or a response that is not a chat completion (malformed JSON, no
 choices, no text) is an error response for that request: its episode gets an error line that
-``--retry-errors`` asks again. 401, 403 and 404 (bad key, unknown model or URL) fail the whole call:
+``--retry-errors`` asks again. 401, 403 and 404 (bad key, unknown model or URL) and a redirect (3xx: not
+followed, since the request and its key would go where ``--base-url`` does not say) fail the whole call:
 the runner stops after a few such calls rather than writing an error line for every episode.
+
+The model name each completion says answered is kept (``answered_by`` in the run record, at most 8 names);
+one that is not the name asked for is warned of once.
 
 ``stop()`` (a signal, through the runner: ``inference.stopping``) makes the call in hand return within
 ``HALT_POLL_S`` with the requests answered so far (``GenerationStopped``); the others are not retried, and
@@ -44,6 +48,7 @@ from __future__ import annotations
 import base64
 import email.utils
 import json
+import logging
 import os
 import queue
 import random
@@ -76,6 +81,8 @@ from ..base import (
 )
 from ..kinds import Settings
 
+log = logging.getLogger("audioicl.backends")
+
 RETRY_AFTER_CAP_S = 600.0  # a Retry-After beyond this is waited for this long
 FATAL_STATUS = (401, 403, 404)  # the backend is misconfigured: no request can succeed
 BODY_IN_ERRORS = 300  # characters of a server's answer quoted in an error line
@@ -86,6 +93,8 @@ HALT_POLL_S = 0.1  # a call looks this often whether it was asked to stop
 # A chat completion of a few new tokens is a few KB: a body past this is refused unread (a server's fault or
 # an attack, never an answer), so no response can fill the memory.
 MAX_RESPONSE_BYTES = 8 << 20
+ANSWERING_MODELS_KEPT = 8  # distinct model names a server may say answered, kept for the run record
+MODEL_NAME_KEPT = 200  # characters of each
 
 
 class _Overdue(Exception):  # noqa: N818 (not an error of ours: the server took longer than the timeout)
@@ -275,6 +284,15 @@ def _transport_problem(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
+def redirect_refused(url: str, status: int, location: str | None) -> str:
+    """Why a redirect is not followed: the request and its key would go to an address nobody named."""
+    where = f"to {_quote(location)!r}" if location else "with no Location header"
+    return (
+        f"{url} answered HTTP {status}, a redirect {where}: not followed (the request and its key would go "
+        "where --base-url does not say); name the address that answers with --base-url"
+    )
+
+
 def retry_after(response: httpx.Response) -> float | None:
     """Seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date), None without one."""
     value = response.headers.get("retry-after")
@@ -371,6 +389,8 @@ class OpenAIBackend:
         self._unreachable = threading.Event()  # a request of this call gave up: no connection could be made
         self._reached = threading.Event()  # the server answered a request of this call: it is there
         self.attempts = 0  # HTTP requests sent, retries included
+        self._answered_by: list[str] = []  # the distinct model names the completions said
+        self._answered_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -405,6 +425,8 @@ class OpenAIBackend:
         except httpx.TransportError as exc:
             return None, f"connection failed: {_transport_problem(exc)}", None, False
         status, text = answer.status_code, content.decode("utf-8", "replace")
+        if 300 <= status < 400:
+            raise Fatal(self._redact(redirect_refused(self.url, status, answer.headers.get("location"))))
         if status == 429 or status >= 500:
             return None, f"HTTP {status}: {_quote(text)}", retry_after(answer), False
         if status in FATAL_STATUS:
@@ -415,7 +437,27 @@ class OpenAIBackend:
             data = json.loads(content)
         except ValueError:
             return Response.failed(f"malformed response (not JSON): {_quote(text)}"), "", None, False
+        self._note_answering_model(data)
         return parse_completion(data), "", None, False
+
+    def _note_answering_model(self, data: Any) -> None:
+        """Keep the model name the completion says answered (run record: ``answered_by``), and warn once when
+        it is not the one asked for (a server that maps names, a proxy routing elsewhere)."""
+        said = data.get("model") if isinstance(data, dict) else None
+        if not isinstance(said, str) or said in self._answered_by:
+            return
+        with self._answered_lock:
+            if said in self._answered_by or len(self._answered_by) >= ANSWERING_MODELS_KEPT:
+                return
+            self._answered_by.append(said[:MODEL_NAME_KEPT])
+            self.info = {**self.info, "answered_by": list(self._answered_by)}
+        if said != self.model:
+            log.warning(
+                "openai backend: asked for model %r, the server at %s says %r answered",
+                self.model,
+                self.shown_url,
+                said[:MODEL_NAME_KEPT],
+            )
 
     def _ask(self, request: Request, config: GenerationConfig) -> tuple[Response, bool]:
         """The request's response, and whether it failed because no connection could be made."""
