@@ -7,6 +7,7 @@ on this host by its pid and start time, on another by its heartbeat, is taken ov
 from __future__ import annotations
 
 import contextlib
+import glob
 import io
 import json
 import logging
@@ -29,6 +30,19 @@ TMP_SUFFIX = ".tmp"
 def temporary_name(path: Path) -> Path:
     """``.<name>.<pid>.tmp`` beside ``path``: hidden, and unique per process (builder workers race)."""
     return path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
+
+
+def remove_left_temporaries(path: Path) -> list[Path]:
+    """Remove the temporaries of ``path`` (``temporary_name``) that a killed writer left, those of a process
+    not alive here; the caller holds the lock of the folder, so no other writer of ``path`` is at work."""
+    removed = []
+    prefix = f".{path.name}."
+    for left in path.parent.glob(f".{glob.escape(path.name)}.*{TMP_SUFFIX}"):
+        pid = left.name[len(prefix) : -len(TMP_SUFFIX)]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            left.unlink(missing_ok=True)
+            removed.append(left)
+    return removed
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes, *, durable: bool = False) -> None:

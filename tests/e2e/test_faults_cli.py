@@ -594,6 +594,38 @@ raise SystemExit(main(sys.argv[1:]))
     assert tree(tmp_path / "merged") == tree(tmp_path / "whole")
 
 
+def test_a_merge_killed_mid_write_leaves_nothing_once_the_same_command_completes_it(tiny_dataset, tmp_path):
+    """Issue 53: SIGKILL (no handler runs) with the second file's temporary written, not yet renamed: it
+    stays, as does the folder's lock; the same command breaks the dead holder's lock, removes the
+    temporary and completes the folder as an uninterrupted merge does."""
+    sharded = tmp_path / "sharded"
+    for i in (1, 2):
+        audioicl("run", "--data", tiny_dataset, "--model", "builtin:random", "--out", sharded, "--shard", f"{i}/2",
+                 "--k", "1,2", rc=0)  # fmt: skip
+    shards = [str(sharded / f"shard-{i}-of-2") for i in (1, 2)]
+    code = """
+import os, signal, sys
+replace, done = os.replace, []
+def replace_or_die(src, dst, *args, **kwargs):
+    if done:
+        os.kill(os.getpid(), signal.SIGKILL)
+    replace(src, dst, *args, **kwargs)
+    done.append(dst)
+os.replace = replace_or_die
+from audioicl.cli.main import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+    merged = tmp_path / "merged"
+    args = ["merge", *shards, "--out", str(merged), "--data", str(tiny_dataset)]
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert [n for n in leftovers(merged) if n.endswith(".tmp")], sorted(merged.iterdir())
+    audioicl(*args, rc=0)
+    assert leftovers(merged) == [] and not list(merged.glob(".*"))
+    audioicl(*args[:-4], "--out", tmp_path / "whole", "--data", tiny_dataset, rc=0)
+    assert tree(merged) == tree(tmp_path / "whole")
+
+
 def test_sigterm_mid_study_is_one_line_lets_its_locks_go_and_the_same_command_completes_it(
     fresh_dataset, tmp_path
 ):

@@ -80,6 +80,7 @@ def test_faults_lose_nothing_and_retry_errors_completes(tiny_dataset, tmp_path):
     record = json.loads((out / "gpt-audio-test_run.json").read_text())
     assert record["settings"]["backend_options"]["base_url"] == server.url
     assert record["runs"][-1]["backend_info"]["api_key_env"] == "AUDIO_KEY"
+    assert record["runs"][-1]["backend_info"]["answered_by"] == ["gpt-audio-test"]  # what the server said
 
 
 def test_a_bad_key_stops_the_run(tiny_dataset, tmp_path):

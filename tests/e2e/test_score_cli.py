@@ -316,3 +316,22 @@ def test_one_task_is_said_in_the_singular(tmp_path: Path):
     done = audioicl_score("--in", tmp_path / "runs", "--out", tmp_path / "s.csv", "--data", data)
     assert done.returncode == 0, done.stderr
     assert "100.0% over the one task" in done.stdout and "1 tasks" not in done.stdout
+
+
+def test_a_task_name_of_no_task_is_said_not_scored_silently(tmp_path):
+    """Issue 53: lines whose task is none of the benchmark's were a task of their own without a word."""
+    results = tmp_path / "r"
+    results.mkdir()
+    lines = [{"id": f"AudioICL{i:05d}", "task": "AudioCont", "response": "3", "gt": "3"} for i in range(1, 4)]
+    lines.append({"id": "AudioICL00004", "task": "AudioCount", "response": "2", "gt": "2"})
+    lines.append({"id": "AudioICL00005", "task": "Evil\x1b[2J", "response": "2", "gt": "2"})
+    (results / "m_results_k1.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    proc = audioicl_score("--in", results, "--out", tmp_path / "s.csv", rc=0)
+    warnings = [line for line in proc.stderr.splitlines() if "no task of the benchmark" in line]
+    assert warnings == [
+        "warning: 3 line(s) of task 'AudioCont' (m k=1), no task of the benchmark or its dataset: scored as a "
+        "task of its own (did you mean AudioCount?)",
+        "warning: 1 line(s) of task 'Evil\\x1b[2J' (m k=1), no task of the benchmark or its dataset: scored as "
+        "a task of its own",
+    ]
+    assert "\x1b" not in proc.stderr

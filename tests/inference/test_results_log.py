@@ -8,12 +8,16 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from audioicl import AudioICLError
 from audioicl.inference.results import (
     LineKey,
     ResultsLog,
     drop_error_lines,
+    iter_result_lines,
+    iter_result_lines_or_none,
     merge_shards,
     restore_order,
 )
@@ -135,3 +139,16 @@ def test_merge_with_the_dataset_refuses_a_missing_episode_and_an_id_outside_it(t
     with pytest.raises(AudioICLError) as info:
         merge_shards([b], tmp_path / "out2", data)
     assert f"1 episode(s) of the dataset have no result (first: {episodes[0]})" in str(info.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "é", "\r", "\n", "\r\n", "\u2028", '{"x": 1}', ""]), max_size=30))
+def test_lines_stream_as_the_whole_files_text_mode_split_gives_them(tmp_path_factory, pieces):
+    """``raw_result_lines`` reads a line at a time (issue 53: ``score`` held every file whole, 2.4 KB a
+    line) and splits as the original's text-mode reading: \\n, \\r\\n and \\r end a line, U+2028 does not."""
+    text = "".join(pieces)
+    path = tmp_path_factory.mktemp("lines") / "m_results_k1.jsonl"
+    path.write_bytes(text.encode("utf-8"))
+    whole = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    assert list(iter_result_lines(path)) == whole
+    assert list(iter_result_lines_or_none(path)) == whole

@@ -4,7 +4,7 @@ A results file is ``<model>_results_k<k>.jsonl``, one JSON object per line. Writ
 batch's in one ``os.write``) and fsync after each batch, holding the file's lock (``audioicl.files.FileLock``);
 a write the system refuses (full disk, quota, file-size limit) is cut back to the last complete line at once; a
 process killed mid-write can leave one half-written last line, which ``ResultsLog.open`` cuts off (reporting
-it) before appending. ``read_result_lines`` is the one way a results file is split into lines (the scorer's too).
+it) before appending. ``raw_result_lines`` is the one way a results file is split into lines (the scorer's too), a line at a time.
 
 A line is one presentation of an episode: its identity (``LineKey``, what resume, retries, shards and merge
 go by) is its ``id`` with its integer fields ``draw``, ``order`` and ``variant`` (``prompts.draws``), each 0
@@ -26,7 +26,15 @@ from typing import Any
 
 from audioicl.dataset.meta import find_meta_files, iter_meta, json_limit_problem
 from audioicl.errors import AudioICLError, refuse_duplicate_ids, write_failed
-from audioicl.files import check_output, lock_path, read_lock, write_atomic, writing
+from audioicl.files import (
+    check_output,
+    folder_lock,
+    lock_path,
+    read_lock,
+    remove_left_temporaries,
+    write_atomic,
+    writing,
+)
 from audioicl.prompts.draws import VARIATION_FIELDS, Variation
 from audioicl.records import Result
 
@@ -100,43 +108,54 @@ def _parse_line(text: str, path: Path, number: int) -> ResultLine:
     return ResultLine(data, path, number)
 
 
-def read_result_lines(path: Path) -> list[str]:
-    """The file's lines as the original's text-mode reading sees them (``\\n``, ``\\r\\n`` and ``\\r`` end
-    a line; ``str.splitlines`` would also split on characters JSON strings may hold, such as U+2028)."""
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = len(_LINE_BREAK.split(data[: exc.start]))
-        raise AudioICLError(f"not UTF-8 text ({exc.reason})", file=str(path), line=line) from None
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text.split("\n")
+def raw_result_lines(path: Path) -> Iterator[bytes]:
+    """The file's lines as bytes, split as the original's text-mode reading splits them (``\\n``, ``\\r\\n``
+    and ``\\r`` end a line; ``str.splitlines`` would also split on characters JSON strings may hold, such as
+    U+2028), the last one what follows the last break (``b""`` after a final newline, as ``str.split``
+    gives). One line in memory at a time: a file of any length is read in the memory of its longest line."""
+    ended = True  # an empty file is one empty line, as "".split("\n") is
+    with path.open("rb") as handle:
+        for raw in handle:  # split at b"\n", which it keeps
+            ended = raw.endswith(b"\n")
+            body = raw[:-1] if ended else raw
+            if ended and body.endswith(b"\r"):  # \r\n: one break
+                body = body[:-1]
+            if b"\r" in body:
+                yield from body.split(b"\r")
+            else:
+                yield body
+    if ended:
+        yield b""
 
 
-_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
-
-
-def read_result_lines_or_none(path: Path) -> list[str | None]:
-    """``read_result_lines``, but a line that is not UTF-8 is None rather than an error for the whole file
-    (so that the scorer can count it as one malformed line, in its place)."""
-    try:
-        return list(read_result_lines(path))
-    except AudioICLError:
-        pass
-    lines: list[str | None] = []
-    for raw in _LINE_BREAK.split(path.read_bytes()):
+def iter_result_lines(path: Path) -> Iterator[str]:
+    """``raw_result_lines`` as text; a line that is not UTF-8 raises, naming it."""
+    for number, raw in enumerate(raw_result_lines(path), 1):
         try:
-            lines.append(raw.decode("utf-8"))
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise AudioICLError(f"not UTF-8 text ({exc.reason})", file=str(path), line=number) from None
+
+
+def iter_result_lines_or_none(path: Path) -> Iterator[str | None]:
+    """``iter_result_lines``, but a line that is not UTF-8 is None rather than an error for the whole file
+    (so that the scorer can count it as one malformed line, in its place)."""
+    for raw in raw_result_lines(path):
+        try:
+            yield raw.decode("utf-8")
         except UnicodeDecodeError:
-            lines.append(None)
-    return lines
+            yield None
+
+
+def read_result_lines(path: Path) -> list[str]:
+    """Every line of ``iter_result_lines``, for reading lines by number."""
+    return list(iter_result_lines(path))
 
 
 def iter_results(path: str | os.PathLike) -> Iterator[ResultLine]:
     """Every non-blank line of a results file, parsed; anything malformed raises naming file and line."""
     path = Path(path)
-    for number, text in enumerate(read_result_lines(path), start=1):
+    for number, text in enumerate(iter_result_lines(path), start=1):
         if text.strip():
             yield _parse_line(text, path, number)
 
@@ -416,21 +435,23 @@ def merge_shards(folders: list[Path], out: Path, data: Path | None = None) -> li
     contents.update(
         {run_record_name(model): dumps_record(_merged_record(records)) for model, records in by_model.items()}
     )
-    # a merge stopped part way (a kill, a full disk) left some of these whole (each is written atomically):
-    # the same merge again keeps those and writes the rest; a file that says anything else is refused
-    clashes = [name for name, text in contents.items() if _holds_other(out / name, text)]
-    if clashes:
-        raise AudioICLError(
-            f"already holds {', '.join(clashes)} with other content than this merge makes; merge into an "
-            "empty folder",
-            file=str(out),
-        )
-    written = []
-    for name, text in contents.items():
-        path = out / name
-        if not path.exists():
-            write_atomic(path, text, durable=True)
-        if name in merged:
-            sources = sum(1 for files in per_folder.values() if name in files)
-            written.append(MergedFile(path, len(merged[name]), sources))
+    with folder_lock(out):  # one merge into a folder at a time; what a killed one left is cleared
+        # a merge stopped part way (a kill, a full disk) left some of these whole (each is written atomically):
+        # the same merge again keeps those and writes the rest; a file that says anything else is refused
+        clashes = [name for name, text in contents.items() if _holds_other(out / name, text)]
+        if clashes:
+            raise AudioICLError(
+                f"already holds {', '.join(clashes)} with other content than this merge makes; merge into an "
+                "empty folder",
+                file=str(out),
+            )
+        written = []
+        for name, text in contents.items():
+            path = out / name
+            remove_left_temporaries(path)
+            if not path.exists():
+                write_atomic(path, text, durable=True)
+            if name in merged:
+                sources = sum(1 for files in per_folder.values() if name in files)
+                written.append(MergedFile(path, len(merged[name]), sources))
     return written

@@ -19,6 +19,7 @@ import csv
 import json
 import multiprocessing
 import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -27,7 +28,9 @@ from pathlib import Path
 from audioicl.dataset.meta import find_meta_files, id_in_broken_line, json_limit_problem, read_meta
 from audioicl.errors import AudioICLError
 from audioicl.files import atomic_text, writing
-from audioicl.inference.results import RESULTS_PATTERN, read_result_lines_or_none
+from audioicl.inference.results import RESULTS_PATTERN, iter_result_lines_or_none
+from audioicl.registry import near_name
+from audioicl.tasks import task_names
 
 from .coverage import (
     CoverageRow,
@@ -180,7 +183,7 @@ def _judged_lines(result: ResultFile, options: ScoreOptions) -> Iterator[tuple]:
     scan = _DECODER.scan_once
     path = result.path
     verdicts: dict[tuple, Verdict] = {}
-    for number, raw in enumerate(read_result_lines_or_none(path), 1):
+    for number, raw in enumerate(iter_result_lines_or_none(path), 1):
         if raw is None:  # not UTF-8 text: one malformed line, in its place
             if not options.skip_bad_lines:
                 raise AudioICLError("malformed result line: not UTF-8 text", file=str(path), line=number)
@@ -357,13 +360,14 @@ def _count_file(result: ResultFile, options: ScoreOptions, keep_examples: bool) 
         count[2] += not verdict.parsed
         count[3] += judged[7]
         count[4] += verdict.correct and not verdict.parsed
-        clip = per_clip[task].get(judged[8])
-        if clip is None:
-            clip = per_clip[task][judged[8]] = [0, 0]
+        query_clip = judged[8]
+        clip = per_clip[task].get(query_clip)
+        if clip is None:  # a clip's and an id's text held once however many files and cells name it
+            clip = per_clip[task][query_clip if query_clip is None else sys.intern(query_clip)] = [0, 0]
         clip[0] += verdict.correct
         clip[1] += 1
         if type(judged[1]) is str:
-            ids[task].add(judged[1])
+            ids[task].add(sys.intern(judged[1]))
         if judged[10] is not None:
             replicates.setdefault(task, set()).add((str(judged[1]), *judged[10]))
     return _FileCounts(per_task, per_clip, ids, bad, lines, replicates)
@@ -399,17 +403,22 @@ def _place_broken_lines(
 PARALLEL_MIN_BYTES = 8_000_000  # below this, starting worker processes costs more than it saves
 
 
-def _count_files(files: list[ResultFile], options: ScoreOptions, keep_examples: bool) -> list[_FileCounts]:
-    """Tally every file, in worker processes when there are several large files and no lines to keep."""
+def _count_files(
+    files: list[ResultFile], options: ScoreOptions, keep_examples: bool
+) -> Iterator[_FileCounts]:
+    """Each file's tally in file order, in worker processes when there are several large files and no lines
+    to keep; one at a time, so that each is added up and let go before the next (memory by cells, not
+    files)."""
     workers = min(len(files), options.workers or os.cpu_count() or 1)
     size = sum(f.path.stat().st_size for f in files if f.path.is_file())
     if keep_examples or workers < 2 or size < PARALLEL_MIN_BYTES:
-        return [_count_file(f, options, keep_examples) for f in files]
+        yield from (_count_file(f, options, keep_examples) for f in files)
+        return
     context = multiprocessing.get_context(
         "fork" if "fork" in multiprocessing.get_all_start_methods() else None
     )
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        return list(pool.map(_count_file, files, [options] * len(files), [False] * len(files)))
+        yield from pool.map(_count_file, files, [options] * len(files), [False] * len(files))
 
 
 def score_files(
@@ -432,8 +441,9 @@ def score_files(
     examples: dict[tuple[str, int], list[ScoredLine]] = {}
     replicates: dict[tuple[str, int], dict[str, set[tuple[str, int, int, int]]]] = {}
     malformed = 0
-    tallies = _count_files(files, options, keep_examples)
-    for result, tally in zip(files, tallies, strict=True):
+    kept_lines: list[list[ScoredLine] | None] = []  # each file's lines, when asked to keep them
+    for result, tally in zip(files, _count_files(files, options, keep_examples), strict=True):
+        kept_lines.append(tally.lines)
         cell = (result.model, result.shots)
         malformed += len(tally.bad)
         unreadable[cell] = unreadable.get(cell, 0)
@@ -485,7 +495,7 @@ def score_files(
         )
         for cell, cell_rows in cells.items()
     ]
-    draws = _draw_rows(files, tallies, options, rows, set(replicates)) if replicates else []
+    draws = _draw_rows(files, kept_lines, options, rows, set(replicates)) if replicates else []
     return Scoring(
         rows,
         malformed,
@@ -494,8 +504,33 @@ def score_files(
         coverage,
         sum(unreadable.values()),
         draws,
-        identity_notes(files),
+        identity_notes(files) + unknown_task_notes(rows, expectations),
     )
+
+
+def unknown_task_notes(rows: Iterable[SummaryRow], expectations: Expectations) -> list[str]:
+    """One note per task name of the rows that is neither the benchmark's nor its dataset's (a typo, another
+    tool's name, a hostile file): scored as a task of its own, so said, with the name it is nearest to."""
+    known = set(task_names())
+    lines: dict[str, list[SummaryRow]] = {}
+    dataset_tasks: dict[tuple[str, int], set[str]] = {}
+    for row in rows:
+        cell = (row.model, row.shots)
+        if cell not in dataset_tasks:
+            dataset_tasks[cell] = set(expectations.get(*cell).tasks_of.values())
+        if row.task not in known and row.task not in dataset_tasks[cell]:
+            lines.setdefault(row.task, []).append(row)
+    notes = []
+    for task, task_rows in lines.items():
+        near = near_name(task, sorted(known))
+        cells = ", ".join(f"{row.model} k={row.shots}" for row in task_rows[:3])
+        more = f" and {len(task_rows) - 3} more" if len(task_rows) > 3 else ""
+        notes.append(
+            f"{sum(row.n for row in task_rows)} line(s) of task {task!r} ({cells}{more}), no task of the "
+            f"benchmark or its dataset: scored as a task of its own"
+            + (f" (did you mean {near}?)" if near is not None else "")
+        )
+    return notes
 
 
 def _identities(
@@ -510,19 +545,35 @@ def _identities(
     return found
 
 
+def _lean(line: ScoredLine, shared: dict[object, object]) -> ScoredLine:
+    """``line`` without its response and gt texts, its id, query clip and replicate held once for all the
+    lines that name them (a sweep's draws repeat each id and clip N times): a few words a line."""
+    line.response = line.gt = None
+    line.task = shared.setdefault(line.task, line.task)  # type: ignore[assignment]
+    line.id = shared.setdefault(line.id, line.id) if isinstance(line.id, str) else line.id
+    if line.query_clip is not None:
+        line.query_clip = shared.setdefault(line.query_clip, line.query_clip)  # type: ignore[assignment]
+    if line.replicate is not None:
+        line.replicate = shared.setdefault(line.replicate, line.replicate)  # type: ignore[assignment]
+    return line
+
+
 def _draw_rows(
     files: list[ResultFile],
-    tallies: list[_FileCounts],
+    kept_lines: list[list[ScoredLine] | None],
     options: ScoreOptions,
     rows: list[SummaryRow],
     cells: set[tuple[str, int]],
 ) -> list[DrawRow]:
     """The numbers over draws, orders and variants of every task of the cells whose lines hold them, from
-    their well-formed lines (read again: the tallies keep no lines unless asked)."""
+    their well-formed lines (read again where not kept, without their response and gt texts: the numbers
+    need each line's verdict, identity and query clip alone)."""
     lines: list[ScoredLine] = []
-    for result, tally in zip(files, tallies, strict=True):
+    shared: dict[object, object] = {}
+    for result, kept in zip(files, kept_lines, strict=True):
         if (result.model, result.shots) in cells:
-            kept = tally.lines if tally.lines is not None else iter_scored_lines(result, options)
+            if kept is None:
+                kept = (_lean(line, shared) for line in iter_scored_lines(result, options))
             lines.extend(line for line in kept if not line.malformed)
     totals = {(r.model, r.shots, r.task): (r.accuracy, r.n) for r in rows if (r.model, r.shots) in cells}
     return draw_rows(lines, totals)
