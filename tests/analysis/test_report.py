@@ -698,3 +698,27 @@ def test_a_hostile_model_name_is_escaped_in_every_part_of_report_md(tiny_dataset
     markdown = files.markdown.read_text(encoding="utf-8")
     assert "## Coverage" in markdown and "&lt;img src=x onerror=alert(1)&gt; k=1: " in markdown
     assert "<img" not in markdown and hostile not in files.html.read_text(encoding="utf-8")
+
+
+def test_a_studys_conditions_are_small_multiples_of_at_most_three_lines_a_panel(tmp_path):
+    """Issue 53, item 4: the study's "every condition" figure drew 11 series with bands in each task's
+    panel. Now a panel per condition: its mean over tasks, the plain run's in grey, chance."""
+    from audioicl.analysis.report.plots import condition_plot
+
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=2, ks=(1, 2))
+    conditions = ["plain", *(f"c{i}" for i in range(10))]
+    for index, name in enumerate(conditions):
+        for k in (1, 2):
+            respond = (lambda gt: gt) if index % 2 == 0 else (lambda gt: "wrong")
+            write_results(tmp_path / "results" / f"{name}_results_k{k}.jsonl", episodes, respond=respond)
+    summary = tmp_path / "scores" / "summary.csv"
+    score_folder(tmp_path / "results", summary)
+    figure = condition_plot(load_grid(summary), "plain")
+    shown = [ax for ax in figure.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == conditions  # the plain run first, then each condition
+    for ax in shown:
+        lines = ax.get_lines()
+        drawn = [x for x in lines if len(x.get_xdata()) > 1 and x.get_linestyle() not in ("--", "None")]
+        assert 1 <= len(drawn) <= 2, ax.get_title()  # the condition, and the plain run beside it
+        assert [line.get_xdata().tolist() for line in drawn][0] == [1, 2]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import math
 import textwrap
+from dataclasses import replace
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -196,6 +197,46 @@ def overview_figure(grid: AccuracyGrid) -> bytes:
         + "dashed: chance level; dotted: text-only floor)",
     )
     return _png(fig)
+
+
+def condition_figure(grid: AccuracyGrid, reference: str) -> bytes:
+    return _png(condition_plot(grid, reference))
+
+
+def condition_plot(grid: AccuracyGrid, reference: str) -> Figure:
+    """Small multiples for a study: a panel per condition (``grid.lines``), each its mean over tasks against
+    k beside ``reference`` (the plain run, grey) and the floor, so that no panel draws more than three lines
+    however many conditions there are."""
+    panels = [reference, *(line for line in grid.lines if line != reference)]
+    columns = min(PANEL_COLUMNS, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    fig = Figure(figsize=(3.2 * columns, 2.4 * rows + 0.5), dpi=100, layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False, sharey=True).ravel()
+    colors = model_colors(grid.models)
+    marked = False
+    for ax, panel in zip(axes, panels, strict=False):
+        if panel != reference:
+            points = [(k, m.accuracy) for k in grid.shots if (m := grid.mean(reference, k)) is not None]
+            if points:
+                ax.plot(*zip(*points, strict=True), color="0.6", linewidth=1.2, marker=".")
+        marked |= _draw_mean(
+            ax, replace(grid, models=(panel,) + ((grid.floor,) if grid.floor else ())), colors
+        )
+        _draw_chance(ax, mean_chance(grid.tasks))
+        _style(ax, grid, panel)
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    for index, ax in enumerate(axes[: len(panels)]):
+        if index + columns >= len(panels):
+            ax.set_xlabel("shots (k)")
+    handles = [Line2D([], [], color="0.6", marker="."), Line2D([], [], color="0.35", linestyle="--")]
+    names = [f"{reference} (the plain run, in every panel)", "chance"]
+    if grid.floor is not None:
+        handles.append(Line2D([], [], **FLOOR_STYLE))
+        names.append(FLOOR_LABEL)
+    title = "mean accuracy over tasks per condition" + ("; hollow: not complete" if marked else "")
+    fig.legend(handles, names, loc="outside lower center", ncols=len(handles), title=title)
+    return fig
 
 
 def compliance_figure(grid: AccuracyGrid, task: str) -> bytes | None:

@@ -379,7 +379,7 @@ def _comparisons_csv(rows: Sequence[Comparison]) -> str:
 
 
 def write_study_report(options: StudyReportOptions) -> StudyReportFiles:
-    from audioicl.analysis.report.plots import overview_figure  # matplotlib: only when a report is written
+    from audioicl.analysis.report.plots import condition_figure  # matplotlib: only when a report is written
 
     study = _Study(options, folder_outcomes(options.results))
     rows = study.comparisons()
@@ -423,7 +423,7 @@ def write_study_report(options: StudyReportOptions) -> StudyReportFiles:
 <p class="note">{escape(SIGNIFICANCE_NOTE)}</p>
 <h2>Per task, side by side</h2><p class="note">Accuracy % (episodes).</p>{_html(header, side)}
 <h2>Accuracy against k, every condition</h2>
-<img class="plot" alt="accuracy vs shots per condition" src="{png_data_uri(overview_figure(grid))}">
+<img class="plot" alt="mean accuracy vs shots, a panel per condition beside the plain run" src="{png_data_uri(condition_figure(grid, study.labels["plain"]))}">
 <p class="note">Mean accuracy over tasks % (tasks that have the cell); per task below.</p>{_html(*by_k)}
 {accuracy}
 <h2>Paired comparisons</h2><p class="note">{escape(SIGNIFICANCE_NOTE)}</p>{comparisons_html}
