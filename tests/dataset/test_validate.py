@@ -184,12 +184,14 @@ def test_problem_lines_read_file_line_id(dataset: Path):
     )
 
 
-def test_unknown_task_lists_known_ones(dataset: Path):
+def test_unknown_task_names_the_near_one_or_lists_known_ones(dataset: Path):
     ep = count_episode()
     write_meta(meta_path(dataset, 2), [Episode(ep.id, "AudioCounting", ep.demos, ep.query)])
-    report = validate(dataset)
-    [problem] = [p for p in report.problems if p.kind == UNKNOWN_TASK]
-    assert "'AudioCounting'" in problem.message
+    [problem] = [p for p in validate(dataset).problems if p.kind == UNKNOWN_TASK]
+    assert problem.message == "unknown task 'AudioCounting' (did you mean AudioCount?)"
+    write_meta(meta_path(dataset, 2), [Episode(ep.id, "Zzz", ep.demos, ep.query)])
+    [problem] = [p for p in validate(dataset).problems if p.kind == UNKNOWN_TASK]
+    assert "'Zzz'" in problem.message
     assert "AudioCount, AudioCountHard" in problem.message and "AnomalyDetect" in problem.message
 
 

@@ -224,6 +224,7 @@ class HFBackend:
             "decodes",
             "decode_steps",
             "out_of_memory",
+            "halved_untried",
         )
         self.work = dict.fromkeys((*counted, "encode_ahead_stopped"), 0)
         self.halving = Halving(self.device, self.seconds, self.work)

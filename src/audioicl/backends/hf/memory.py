@@ -34,12 +34,16 @@ class Halving:
         """``attempt(batch)``; out of memory halves the batch (down to one item, whose ``prompts(item)``
         then get error responses). A batch whose ``footprint`` (prompts, or the reuse path's positions) is
         at least that of one that ran out of memory before is halved without being tried: each failed
-        attempt costs what it ran before it failed (``seconds["lost"]``, counted in ``work``).
+        attempt costs what it ran before it failed (``seconds["lost"]``, counted in ``work``); each batch
+        halved untried is counted too (``work["halved_untried"]``): a threshold learned from one failure that
+        halves every later batch doubles the calls, and only this count shows it.
 
         The retry happens after the ``except`` block: inside it, the exception's traceback still holds the
         failed attempt's activations, and the retry would run out of memory too."""
         size, failed = footprint(batch), self._failed_footprints.get(footprint)
-        if len(batch) == 1 or failed is None or size < failed:
+        if len(batch) > 1 and failed is not None and size >= failed:
+            self.work["halved_untried"] = self.work.get("halved_untried", 0) + 1
+        else:
             started = time.perf_counter()
             try:
                 return attempt(batch)
