@@ -563,15 +563,19 @@ raise SystemExit(main(["tasks"]))
     assert one_line(proc.stderr) == f"audioicl: stopped by {name}"
 
 
+def two_shard_folders(dataset: Path, sharded: Path) -> list[str]:
+    """builtin:random run as two shards (k = 1, 2) into ``sharded``: the two shard folders a merge joins."""
+    for i in (1, 2):
+        audioicl("run", "--data", dataset, "--model", "builtin:random", "--out", sharded, "--shard", f"{i}/2",
+                 "--k", "1,2", rc=0)  # fmt: skip
+    return [str(sharded / f"shard-{i}-of-2") for i in (1, 2)]
+
+
 def test_sigterm_mid_merge_is_one_line_and_the_same_command_completes_it(tiny_dataset, tmp_path):
     """Issue 39: every command stops on SIGTERM the same way. The signal lands after the merge's first file is
     in place (a hook on ``os.replace`` sends it, so that it lands mid-merge every time): 143, one line, no
     temporary file; the same command completes the folder byte for byte as an uninterrupted merge."""
-    sharded = tmp_path / "sharded"
-    for i in (1, 2):
-        audioicl("run", "--data", tiny_dataset, "--model", "builtin:random", "--out", sharded, "--shard", f"{i}/2",
-                 "--k", "1,2", rc=0)  # fmt: skip
-    shards = [str(sharded / f"shard-{i}-of-2") for i in (1, 2)]
+    shards = two_shard_folders(tiny_dataset, tmp_path / "sharded")
     code = """
 import os, signal, sys
 replace = os.replace
@@ -598,11 +602,7 @@ def test_a_merge_killed_mid_write_leaves_nothing_once_the_same_command_completes
     """Issue 53: SIGKILL (no handler runs) with the second file's temporary written, not yet renamed: it
     stays, as does the folder's lock; the same command breaks the dead holder's lock, removes the
     temporary and completes the folder as an uninterrupted merge does."""
-    sharded = tmp_path / "sharded"
-    for i in (1, 2):
-        audioicl("run", "--data", tiny_dataset, "--model", "builtin:random", "--out", sharded, "--shard", f"{i}/2",
-                 "--k", "1,2", rc=0)  # fmt: skip
-    shards = [str(sharded / f"shard-{i}-of-2") for i in (1, 2)]
+    shards = two_shard_folders(tiny_dataset, tmp_path / "sharded")
     code = """
 import os, signal, sys
 replace, done = os.replace, []
