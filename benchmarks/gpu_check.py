@@ -69,6 +69,8 @@ def main() -> int:
     print(
         f"| identical answers | {run.get('identical_to_earlier', '- (no earlier run on this machine)')} | - |"
     )
+    for said in run.get("out_of_memory_said", []):
+        print(f"- {said.split('hf backend: ')[-1]}")
     reasons = verdict(made, standing)
     print(
         ("REGRESSION: " + "; ".join(reasons))

@@ -12,12 +12,17 @@ lengths are approximate). Printed:
 - the prefill's attention: the queries after the read's causal head (its *shortest* trunk: the masked kernel
   takes them over every key of the read) against those after each row's own trunk, and the pairs each computes.
 
-    python benchmarks/read_shapes.py [--episodes 100] [--batch-size 128] [--budget-gib 15.75]
+    python benchmarks/read_shapes.py [--episodes 100] [--batch-size 128] [--budget-gib 15.75] [--dump FILE]
+
+``--dump`` writes the reads' shapes (each row's length and prompts, read by read) as JSON: the fixture that
+``tests/backends/hf/test_decode_plan.py`` plans decodes and halvings over (``--episodes 300``, the GPU check's
+benchmark).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 from pathlib import Path
 
@@ -49,12 +54,17 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--budget-gib", type=float, default=15.75)
+    parser.add_argument("--dump", type=Path, help="write the reads' shapes here (JSON)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = built_benchmark(Path(tmp) / "bench", args.episodes)
         backend = tiny_backend("qwen2-audio", Path(tmp) / "ckpt")
         requests = episode_major_requests(root, backend.family)
         reads = run_batches(backend, requests, args.batch_size)
+    if args.dump:
+        shapes = [[[row.length, len(row.members)] for row in read] for read in reads]
+        made = {"episodes": args.episodes, "batch_size": args.batch_size, "prompts": len(requests), "reads": shapes}
+        args.dump.write_text(json.dumps(made, separators=(",", ":")) + "\n")
     budget = args.budget_gib * 2**30
     groups = decode_groups(
         reads, AUTO_DECODE_BATCHES["cuda"], lambda rows: cache_positions(rows, STEPS) * KV_BYTES <= budget

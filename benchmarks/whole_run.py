@@ -78,6 +78,7 @@ def run_whole(
         "timing": last.get("timing") or {},
         "backend_info": last.get("backend_info") or {},
         "stderr_tail": done.stderr[-1500:],
+        "out_of_memory_said": [line for line in done.stderr.splitlines() if "out of memory on" in line][:40],
     }
 
 

@@ -51,16 +51,20 @@ class Halving:
                 if not is_out_of_memory(exc):
                     raise
                 error = f"out of memory on the smallest batch ({self.device}): {exc}"
+                held, said = self.memory_held(), str(exc).split(". Of the allocated")[0][:240]
             self.free_cache()
             self.seconds["lost"] += time.perf_counter() - started
             self.work["out_of_memory"] += 1
             self._failed_footprints[footprint] = min(size, failed or size)
             log.warning(
-                "hf backend: out of memory on %d prompts (%s %d); halving it, and any batch as large "
-                "from now on",
+                "hf backend: out of memory on %d prompts (%s %d; GiB in use when it failed %s, after %s: %s); "
+                "halving it, and any batch as large from now on",
                 sum(len(prompts(item)) for item in batch),
                 footprint.__name__.strip("_"),
                 size,
+                held,
+                self.memory_held(),
+                said,
             )
             if len(batch) == 1:
                 return {index: Response.failed(error) for index in prompts(batch[0])}
@@ -69,6 +73,14 @@ class Halving:
             **self(batch[:half], attempt, prompts, footprint),
             **self(batch[half:], attempt, prompts, footprint),
         }
+
+    def memory_held(self) -> str:
+        """What this process holds on the device, in GiB: tensors' and the caching allocator's."""
+        if self.device.type != "cuda":
+            return "-"
+        gib = 2**30
+        tensors, reserved = torch.cuda.memory_allocated(self.device), torch.cuda.memory_reserved(self.device)
+        return f"{tensors / gib:.1f} (reserved {reserved / gib:.1f})"
 
     def free_cache(self) -> None:
         gc.collect()
