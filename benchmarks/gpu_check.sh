@@ -16,7 +16,7 @@ out=${OUT:-/tmp/gpu-check}
 mkdir -p "$out"
 py=${PYTHON:-python3}
 "$py" -m pip install -q --no-deps --no-index wheels/*.whl
-export PYTHONPATH="$PWD/src"
+export PYTHONPATH="${AUDIOICL_SRC:-$PWD/src}"  # AUDIOICL_SRC: another tree's src/ (the code before a change)
 [ -f /tmp/B300/manifest.json ] || "$py" -m audioicl build --out /tmp/B300 --episodes 300 --quiet --workers 12
 runs=(--run "bf16=")
 if ls /tmp/whole-run/out-qwen2-audio/*_run.json >/dev/null 2>&1; then

@@ -6,7 +6,7 @@ checkpoint as a run sends it (episode-major windows of the runner's sizes, packe
 lengths are approximate). Printed:
 
 - the reads and the decodes they make: reads joined while the joined KV cache fits ``--budget-gib`` (the path's
-  rule, ``rows.decode_groups``; 15.75 GiB is what a bf16 Qwen2-Audio run on an H100 gets), the KV cache a
+  rule, ``plan.decode_groups``; 15.75 GiB is what a bf16 Qwen2-Audio run on an H100 gets), the KV cache a
   read holds at Qwen2-Audio-7B's 512 KiB a position, and the share of the positions a decode step reads that are
   each row's own (the rest: rows padded to the joined length);
 - the prefill's attention: the queries after the read's causal head (its *shortest* trunk: the masked kernel
@@ -27,7 +27,8 @@ import tempfile
 from pathlib import Path
 
 from audioicl.backends.hf.reuse.path import AUTO_DECODE_BATCHES
-from audioicl.backends.hf.reuse.rows import Row, cache_positions, common_prefix, decode_groups
+from audioicl.backends.hf.reuse.plan import decode_groups, joined
+from audioicl.backends.hf.reuse.rows import Row, cache_positions, common_prefix
 from audioicl.testing.requests import built_benchmark, episode_major_requests, run_batches, tiny_backend
 
 KV_BYTES = 32 * 2 * 32 * 128 * 2  # Qwen2-Audio-7B in bf16: 32 layers' keys and values of 32 heads of 128
@@ -63,12 +64,20 @@ def main() -> None:
         reads = run_batches(backend, requests, args.batch_size)
     if args.dump:
         shapes = [[[row.length, len(row.members)] for row in read] for read in reads]
-        made = {"episodes": args.episodes, "batch_size": args.batch_size, "prompts": len(requests), "reads": shapes}
+        made = {
+            "episodes": args.episodes,
+            "batch_size": args.batch_size,
+            "prompts": len(requests),
+            "reads": shapes,
+        }
         args.dump.write_text(json.dumps(made, separators=(",", ":")) + "\n")
     budget = args.budget_gib * 2**30
-    groups = decode_groups(
-        reads, AUTO_DECODE_BATCHES["cuda"], lambda rows: cache_positions(rows, STEPS) * KV_BYTES <= budget
-    )
+    groups = [
+        joined(group)
+        for group in decode_groups(
+            reads, AUTO_DECODE_BATCHES["cuda"], lambda rows: cache_positions(rows, STEPS) * KV_BYTES <= budget
+        )
+    ]
     stepped = sum(cache_positions(group, STEPS) for group in groups)
     own = sum(row.length + STEPS * len(row.members) for group in groups for row in group)
     per_read = [cache_positions(read, STEPS) * KV_BYTES / 2**30 for read in reads]

@@ -25,6 +25,7 @@ from audioicl.backends.hf.backend import HFBackend  # noqa: E402
 from audioicl.backends.hf.features import feature_batch  # noqa: E402
 from audioicl.backends.hf.load import reuse_for  # noqa: E402
 from audioicl.backends.hf.reuse.attention import PrefillShape, prefill_attention, prefill_shape  # noqa: E402
+from audioicl.backends.hf.reuse.plan import decode_groups, joined  # noqa: E402
 from audioicl.backends.hf.reuse.rows import (  # noqa: E402
     ClipSpan,
     TokenSequence,
@@ -472,18 +473,20 @@ def test_batches_decoded_together_join_their_caches_or_fall_back_to_one_at_a_tim
 
 
 def test_batches_join_a_decode_only_while_their_cache_fits_the_budget(prefix_backends):
-    backend = prefix_backends["qwen2-audio"].with_options(decode_batches=3)
+    path = prefix_backends["qwen2-audio"].with_options(decode_batches=3).path
+    assert path.decoded_together == 3 and path.join_budget.limit is None  # asked for: no budget
     reads = [[row] for row in pack([sequence(i, str(i), [1] * (10 + i)) for i in range(5)], share=True)]
-    assert [len(group) for group in backend.path._decode_groups(reads, 2)] == [3, 2]  # no budget: 3 at most
+
+    def groups() -> list[list[int]]:
+        made = decode_groups(reads, path.decoded_together, lambda rows: path.join_budget.fits(rows, 2))
+        return [[row.length for row in joined(group)] for group in made]
+
+    assert [len(group) for group in groups()] == [3, 2]  # no budget: 3 at most
     # a row of length n, one prompt, 2 steps: n + 2 positions; joined rows pad to the longest
-    backend.path._kv_budget = 32 * backend.path._kv_bytes
-    assert [[r.length for r in g] for g in backend.path._decode_groups(reads, 2)] == [
-        [10, 11],
-        [12, 13],
-        [14],
-    ]
-    backend.path._kv_budget = 1  # a read alone always runs (it is what decode_batches=1 runs)
-    assert [len(group) for group in backend.path._decode_groups(reads, 2)] == [1, 1, 1, 1, 1]
+    path.join_budget.limit = 32 * path.join_budget.per_position
+    assert groups() == [[10, 11], [12, 13], [14]]
+    path.join_budget.limit = 1  # a read alone always runs (it is what decode_batches=1 runs)
+    assert [len(group) for group in groups()] == [1, 1, 1, 1, 1]
 
 
 def test_the_cpu_decodes_each_batch_alone_unless_asked(prefix_backends):

@@ -1,5 +1,6 @@
 """Out of GPU memory: a micro-batch halved and retried, down to one prompt, and any batch as large halved
-from then on without being tried (``Halving``)."""
+from then on without being tried (``Halving``); or one attempt that says whether it ran out (``Halving.once``:
+the reuse path's joined decodes, which fall back to their reads)."""
 
 from __future__ import annotations
 
@@ -27,52 +28,64 @@ class Halving:
     def __init__(self, device: torch.device, seconds: dict[str, float], work: dict[str, int]):
         self.device, self.seconds, self.work = device, seconds, work
         self._failed_footprints: dict[Callable, int] = {}  # the smallest that ran out of memory, by measure
+        self.last_error = ""  # the last out-of-memory error's message
 
     def __call__(
         self, batch: Sequence[Any], attempt: Callable, prompts: Callable, footprint: Callable = len
     ) -> dict[int, Response]:
         """``attempt(batch)``; out of memory halves the batch (down to one item, whose ``prompts(item)``
         then get error responses). A batch whose ``footprint`` (prompts, or the reuse path's positions) is
-        at least that of one that ran out of memory before is halved without being tried: each failed
-        attempt costs what it ran before it failed (``seconds["lost"]``, counted in ``work``); each batch
-        halved untried is counted too (``work["halved_untried"]``): a threshold learned from one failure that
-        halves every later batch doubles the calls, and only this count shows it.
-
-        The retry happens after the ``except`` block: inside it, the exception's traceback still holds the
-        failed attempt's activations, and the retry would run out of memory too."""
+        at least that of one that ran out of memory before is halved without being tried (counted:
+        ``work["halved_untried"]``; a threshold learned from one failure that halves every later batch
+        doubles the calls, and only this count shows it)."""
         size, failed = footprint(batch), self._failed_footprints.get(footprint)
         if len(batch) > 1 and failed is not None and size >= failed:
             self.work["halved_untried"] = self.work.get("halved_untried", 0) + 1
         else:
-            started = time.perf_counter()
-            try:
-                return attempt(batch)
-            except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
-                if not is_out_of_memory(exc):
-                    raise
-                error = f"out of memory on the smallest batch ({self.device}): {exc}"
-                held, said = self.memory_held(), str(exc).split(". Of the allocated")[0][:240]
-            self.free_cache()
-            self.seconds["lost"] += time.perf_counter() - started
-            self.work["out_of_memory"] += 1
+            count = sum(len(prompts(item)) for item in batch)
+            what = f"{count} prompts ({footprint.__name__.strip('_')} {size})"
+            answered = self.once(batch, attempt, what, "halving it, and any batch as large from now on")
+            if answered is not None:
+                return answered
             self._failed_footprints[footprint] = min(size, failed or size)
-            log.warning(
-                "hf backend: out of memory on %d prompts (%s %d; GiB in use when it failed %s, after %s: %s); "
-                "halving it, and any batch as large from now on",
-                sum(len(prompts(item)) for item in batch),
-                footprint.__name__.strip("_"),
-                size,
-                held,
-                self.memory_held(),
-                said,
-            )
             if len(batch) == 1:
+                error = f"out of memory on the smallest batch ({self.device}): {self.last_error}"
                 return {index: Response.failed(error) for index in prompts(batch[0])}
         half = len(batch) // 2
         return {
             **self(batch[:half], attempt, prompts, footprint),
             **self(batch[half:], attempt, prompts, footprint),
         }
+
+    def once(
+        self, batch: Sequence[Any], attempt: Callable, what: str, then: str
+    ) -> dict[int, Response] | None:
+        """``attempt(batch)``, or None where it ran out of memory: the failed attempt counted (its seconds
+        ``seconds["lost"]``, ``work["out_of_memory"]``), the device's cache emptied and a warning naming
+        ``what`` ran out, the memory held, and what is done ``then``; nothing learned (``__call__`` learns).
+
+        The caller's retry happens after the ``except`` block: inside it, the exception's traceback still holds
+        the failed attempt's activations, and the retry would run out of memory too."""
+        started = time.perf_counter()
+        try:
+            return attempt(batch)
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as exc:
+            if not is_out_of_memory(exc):
+                raise
+            self.last_error = str(exc)
+            held, said = self.memory_held(), str(exc).split(". Of the allocated")[0][:240]
+        self.free_cache()
+        self.seconds["lost"] += time.perf_counter() - started
+        self.work["out_of_memory"] += 1
+        log.warning(
+            "hf backend: out of memory on %s; GiB in use when it failed %s, after %s (%s); %s",
+            what,
+            held,
+            self.memory_held(),
+            said,
+            then,
+        )
+        return None
 
     def memory_held(self) -> str:
         """What this process holds on the device, in GiB: tensors' and the caching allocator's."""

@@ -19,20 +19,12 @@ from audioicl.lru import BoundedLRU
 
 from ...base import GenerationConfig, GenerationStopped, Response
 from ..features import ClipFeatures, SideStream, feature_batch
+from ..memory import Halving
 from .decode import CachesNotJoinable, generate_rows
 from .graphs import FastPaths, Fusion, compile_decoder, compiled_or_eager, first_line, fuse_decoder
 from .parts import ModelParts
-from .rows import (
-    Row,
-    batches,
-    cache_positions,
-    decode_groups,
-    kv_bytes_per_position,
-    pack,
-    pack_rows,
-    runs,
-    token_sequence,
-)
+from .plan import JoinBudget, decode_reads
+from .rows import Row, batches, kv_bytes_per_position, pack, pack_rows, runs, token_sequence
 
 log = logging.getLogger("audioicl.backends")
 ENCODE_CLIPS = 32  # clips per audio encoder call of the reuse path
@@ -95,35 +87,37 @@ class ReusePath:
         auto = AUTO_DECODE_BATCHES.get(device.type, 1)
         self.decoded_together = auto if self.decode_batches == "auto" else int(self.decode_batches)
         self._decode_batches_fallback = ""  # why decoded_together fell back to 1 (``_join_refused``)
-        self._kv_budget: int | None = None  # bytes a joined decode's KV cache may take (auto on a GPU)
-        self._kv_bytes = kv_bytes_per_position(parts.decoder, model.dtype)  # of a position of its cache
-        if self.decode_batches == "auto" and device.type == "cuda":
-            self._kv_budget = int(free_memory(device) * KV_BUDGET_OF_FREE)
+        # the bytes a joined decode's KV cache may take (where decode_batches is auto on a GPU)
+        auto_budget = self.decode_batches == "auto" and device.type == "cuda"
+        self.join_budget = JoinBudget(
+            int(free_memory(device) * KV_BUDGET_OF_FREE) if auto_budget else None,
+            kv_bytes_per_position(parts.decoder, model.dtype),
+        )
         if self.paths.compile:
             compile_decoder(parts.decoder)
         elif self.paths.fused:
             self._fuse(parts.decoder)
 
     def answer(
-        self, prepared: Sequence[Any], config: GenerationConfig, halving: Callable, halted: Callable[[], bool]
+        self, prepared: Sequence[Any], config: GenerationConfig, halving: Halving, halted: Callable[[], bool]
     ) -> dict[int, Response]:
         """Greedy answers of ``prepared`` prompts (``backend.PromptReady``): packed into rows, read ``batch_size``
-        prompts at a time, decoded in groups; a group that runs out of memory is halved (``halving``). Once
-        ``halted()``, raises ``GenerationStopped`` with the answers so far."""
-        rows, clips, responses = self.pack(prepared)
-        reads = batches(rows, max(config.batch_size, 1))
-        for batch in self._decode_groups(reads, config.max_new_tokens - 1):
-            if halted():
-                raise GenerationStopped(responses)
-            responses.update(
-                halving(
-                    batch,
-                    lambda b: self._generate_rows(b, self._clips_of(b, clips), config),
-                    lambda row: [member.sequence.index for member in row.members],
-                    _positions,
-                )
+        prompts at a time, decoded in groups (``plan.decode_reads``: a joined group that runs out of memory
+        decoded read by read, a read that does halved by ``halving``). Once ``halted()``, raises
+        ``GenerationStopped`` with the answers so far."""
+        rows, clips, refused = self.pack(prepared)
+        try:
+            return refused | decode_reads(
+                batches(rows, max(config.batch_size, 1)),
+                self.decoded_together,
+                self.join_budget,
+                config.max_new_tokens - 1,
+                lambda b: self._generate_rows(b, self._clips_of(b, clips), config),
+                halving,
+                halted,
             )
-        return responses
+        except GenerationStopped as stopped:  # the prompts refused at packing are answered too
+            raise GenerationStopped(refused | stopped.answered) from None
 
     def encode_ahead_of(self, prepared: Sequence[Any]) -> None:
         """The clips of ``prepared`` through the encoder now (the runner's preparing thread), on the side
@@ -141,7 +135,7 @@ class ReusePath:
         self, rows: Sequence[Row], clips: dict[str, ClipFeatures], config: GenerationConfig
     ) -> dict[int, Response]:
         """Greedy answers of the prompts in ``rows`` (the reuse path): read ``config.batch_size`` prompts
-        at a time (each read's rows packed with ``-o pack=on``), all decoded together (``_decode_groups``)."""
+        at a time (each read's rows packed with ``-o pack=on``), all decoded together (``plan.decode_groups``)."""
         parts = self.parts
         reads = [pack_rows(run) if self.packed else run for run in runs(rows, max(config.batch_size, 1))]
         with torch.inference_mode():
@@ -181,16 +175,6 @@ class ReusePath:
             self.work["lm_padding"] += len(run) * max(row.length for row in run) - sum(r.length for r in run)
         self.work["lm_tokens"] += sum(r.usage.output_tokens for r in responses.values())
         return responses
-
-    def _decode_groups(self, reads: Sequence[list[Row]], steps: int) -> list[list[Row]]:
-        """The rows of consecutive ``reads`` (batches) joined into one decode: up to ``decoded_together``
-        reads, and where ``decode_batches`` is auto on a GPU, only while the joined KV cache fits its budget
-        (``KV_BUDGET_OF_FREE``; a read alone always)."""
-        return decode_groups(reads, self.decoded_together, lambda rows: self._kv_fits(rows, steps))
-
-    def _kv_fits(self, rows: Sequence[Row], steps: int) -> bool:
-        """Whether a decode of ``rows`` keeps its KV cache within the budget (none: always)."""
-        return self._kv_budget is None or cache_positions(rows, steps) * self._kv_bytes <= self._kv_budget
 
     def _join_refused(
         self, rows: Sequence[Row], clips: dict[str, ClipFeatures], config: GenerationConfig, why: str
@@ -232,8 +216,10 @@ class ReusePath:
         if self.paths.fused and self._fusion:
             made["fused"]["modules"] = self._fusion.counts()
         decode: dict[str, Any] = {"asked": self.decode_batches, "used": self.decoded_together}
-        if self._kv_budget is not None:
-            decode["kv_budget_gib"] = round(self._kv_budget / 2**30, 2)
+        if self.join_budget.limit is not None:
+            decode["kv_budget_gib"] = round(self.join_budget.limit / 2**30, 2)
+        if self.join_budget.lowered:
+            decode["joins_out_of_memory"] = self.join_budget.lowered
         if self._decode_batches_fallback:
             decode["fallback"] = self._decode_batches_fallback
         ahead = {"asked": self.encode_ahead, "used": self.encodes_ahead}
@@ -318,8 +304,3 @@ class ReusePath:
             for member in row.members
             for span in member.sequence.clips
         }
-
-
-def _positions(rows: Sequence[Row]) -> int:
-    """What a batch of the reuse path's rows costs the prefill: rows times the longest."""
-    return len(rows) * max(row.length for row in rows)

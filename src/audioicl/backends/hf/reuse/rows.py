@@ -25,7 +25,7 @@ it stays in the cache (least recently used dropped beyond a size).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -280,23 +280,6 @@ def layout(rows: Sequence[Row], steps: int, pad_id: int, device: torch.device, a
 def cache_positions(rows: Sequence[Row], steps: int) -> int:
     """The KV positions a decode of ``rows`` holds (``layout``'s rows x total, before alignment)."""
     return len(rows) * (max(row.length for row in rows) + steps * max(len(row.members) for row in rows))
-
-
-def decode_groups(
-    reads: Sequence[list[Row]], together: int, fits: Callable[[list[Row]], bool]
-) -> list[list[Row]]:
-    """The rows of consecutive ``reads`` (batches) joined into one decode: up to ``together`` reads, and only
-    while ``fits`` says the joined rows do (a read alone always)."""
-    groups: list[list[Row]] = []
-    joined = 0
-    for read in reads:
-        if groups and joined < together and fits([*groups[-1], *read]):
-            groups[-1] += read
-            joined += 1
-        else:
-            groups.append(list(read))
-            joined = 1
-    return groups
 
 
 def kv_bytes_per_position(decoder: Any, dtype: torch.dtype) -> int:
