@@ -9,15 +9,21 @@
 #   bash benchmarks/gpu_check.sh                         # there, before a change and after it
 #
 # A second call on the same warm machine reruns the run under another name beside the first and reports the
-# share of its answers identical to the first's. JSON and the table go to $OUT.
+# share of its answers identical to the first's. JSON and the table go to $OUT. AUDIOICL_SRC: another tree's
+# src/ (the code before a change, carried beside this one). EMULATE_GIB=78.6 on a larger card (an H200 when no
+# H100 comes): the run's memory capped at an H100 80GB's (benchmarks/emulate_80gb), so its decodes and halvings
+# are the H100's; its seconds are not, and the verdict on the wall does not apply.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gpu-check}
 mkdir -p "$out"
 py=${PYTHON:-python3}
 "$py" -m pip install -q --no-deps --no-index wheels/*.whl
-export PYTHONPATH="${AUDIOICL_SRC:-$PWD/src}"  # AUDIOICL_SRC: another tree's src/ (the code before a change)
+export PYTHONPATH="${AUDIOICL_SRC:-$PWD/src}"
 [ -f /tmp/B300/manifest.json ] || "$py" -m audioicl build --out /tmp/B300 --episodes 300 --quiet --workers 12
+if [ -n "${EMULATE_GIB:-}" ]; then
+  export AUDIOICL_EMULATE_GIB=$EMULATE_GIB PYTHONPATH="$PYTHONPATH:$PWD/benchmarks/emulate_80gb"
+fi
 runs=(--run "bf16=")
 if ls /tmp/whole-run/out-qwen2-audio/*_run.json >/dev/null 2>&1; then
   runs=(--run "earlier=" --run "again=--name again-$(date +%s)")  # the earlier run resumes: nothing to do
