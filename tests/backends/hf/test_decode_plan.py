@@ -127,3 +127,35 @@ def test_a_joined_decode_that_runs_out_of_memory_is_decoded_a_batch_at_a_time_an
     assert budget.lowered == 1 and budget.limit < h100_budget("bf16").limit
     said = [r.getMessage() for r in caplog.records if "joined decode ran out of memory" in r.getMessage()]
     assert len(said) == 1 and "one at a time" in said[0]
+
+
+@pytest.mark.parametrize("refused_at", [40, 60, 70])
+def test_a_read_refused_once_at_a_size_that_ran_before_halves_only_itself(reads, refused_at):
+    # one attempt of a batch alone refused (memory held a moment elsewhere): learned as the threshold, it
+    # halved every later read as large (144-219 decodes); a batch as large had run, so it halves only itself
+    attempts = iter(range(1, 10**6))
+    single = max(len(read) for read in reads)
+    card = Card(48, refuses=lambda rows: next(attempts) == refused_at and len(rows) <= single)
+    work, _ = whole_run(reads, card)
+    assert work["out_of_memory"] == 5 and card.decodes <= 127
+
+
+def test_a_second_failure_at_a_size_that_ran_is_learned():
+    work = {"out_of_memory": 0}
+    halving = Halving(torch.device("cpu"), {"lost": 0.0}, work)
+    tried: list[int] = []
+    refusing = {"from": 10**9}
+
+    def attempt(batch):
+        tried.append(len(batch))
+        if len(batch) >= refusing["from"]:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return dict.fromkeys(batch)
+
+    halving(list(range(8)), attempt, lambda item: [item])  # 8 ran
+    refusing["from"] = 8  # the card holds less from now on (a cache filled)
+    for _ in range(3):
+        halving(list(range(8)), attempt, lambda item: [item])
+    # the first failure at 8 halves only itself, the second is learned: the third batch is halved untried
+    assert tried == [8, 8, 4, 4, 8, 4, 4, 4, 4] and work["out_of_memory"] == 2
+    assert work["halved_untried"] == 1

@@ -402,9 +402,8 @@ def test_out_of_memory_in_the_reuse_path_halves_the_rows(prefix_backends, one_ep
         return real(rows, clips, config)
 
     monkeypatch.setattr(backend.path, "_generate_rows", fault)
-    monkeypatch.setattr(
-        backend.halving, "_failed_footprints", {}
-    )  # the fixture's backend is shared: learn afresh
+    for learned in ("_failed_footprints", "_fitted"):  # the fixture's backend is shared: learn afresh
+        monkeypatch.setattr(backend.halving, learned, {})
     failures = backend.work["out_of_memory"]
     assert [r.text for r in backend.generate(requests, config)] == expected
     assert sizes == [2, 1, 1]

@@ -1,6 +1,8 @@
 """Out of GPU memory: a micro-batch halved and retried, down to one prompt, and any batch as large halved
-from then on without being tried (``Halving``); or one attempt that says whether it ran out (``Halving.once``:
-the reuse path's joined decodes, which fall back to their reads)."""
+from then on without being tried, unless one as large ran before and this is the first such failure
+(``Halving``); or one attempt that says whether it ran out (``Halving.once``: the reuse path's joined decodes,
+which fall back to their reads). A threshold learned from one failure decides every later batch: what it learns
+is tested over a whole benchmark's batches on the CPU (``tests/backends/hf/test_decode_plan.py``)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ class Halving:
     def __init__(self, device: torch.device, seconds: dict[str, float], work: dict[str, int]):
         self.device, self.seconds, self.work = device, seconds, work
         self._failed_footprints: dict[Callable, int] = {}  # the smallest that ran out of memory, by measure
+        self._fitted: dict[Callable, int] = {}  # the largest that ran, by measure
+        self._doubted: set[Callable] = set()  # measures whose one failure at a size that ran was not learned
         self.last_error = ""  # the last out-of-memory error's message
 
     def __call__(
@@ -37,17 +41,28 @@ class Halving:
         then get error responses). A batch whose ``footprint`` (prompts, or the reuse path's positions) is
         at least that of one that ran out of memory before is halved without being tried (counted:
         ``work["halved_untried"]``; a threshold learned from one failure that halves every later batch
-        doubles the calls, and only this count shows it)."""
+        doubles the calls, and only this count shows it). The first failure at a size no larger than one that
+        ran (memory held a moment elsewhere) halves that batch only: a second such failure is learned."""
         size, failed = footprint(batch), self._failed_footprints.get(footprint)
         if len(batch) > 1 and failed is not None and size >= failed:
             self.work["halved_untried"] = self.work.get("halved_untried", 0) + 1
         else:
             count = sum(len(prompts(item)) for item in batch)
             what = f"{count} prompts ({footprint.__name__.strip('_')} {size})"
-            answered = self.once(batch, attempt, what, "halving it, and any batch as large from now on")
+            doubted = size <= self._fitted.get(footprint, -1) and footprint not in self._doubted
+            then = (
+                "halving it (a batch as large ran before: later ones are tried)"
+                if doubted
+                else "halving it, and any batch as large from now on"
+            )
+            answered = self.once(batch, attempt, what, then)
             if answered is not None:
+                self._fitted[footprint] = max(size, self._fitted.get(footprint, 0))
                 return answered
-            self._failed_footprints[footprint] = min(size, failed or size)
+            if doubted:
+                self._doubted.add(footprint)
+            else:
+                self._failed_footprints[footprint] = min(size, failed or size)
             if len(batch) == 1:
                 error = f"out of memory on the smallest batch ({self.device}): {self.last_error}"
                 return {index: Response.failed(error) for index in prompts(batch[0])}
