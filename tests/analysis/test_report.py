@@ -722,3 +722,34 @@ def test_a_studys_conditions_are_small_multiples_of_at_most_three_lines_a_panel(
         drawn = [x for x in lines if len(x.get_xdata()) > 1 and x.get_linestyle() not in ("--", "None")]
         assert 1 <= len(drawn) <= 2, ax.get_title()  # the condition, and the plain run beside it
         assert [line.get_xdata().tolist() for line in drawn][0] == [1, 2]
+
+
+def test_a_name_with_dollar_signs_is_drawn_as_written_in_every_figure(tmp_path):
+    """Model and condition names are drawn as text, not mathtext: ``a$^$b`` made matplotlib's parser fail the
+    whole report ("Expected end of text") and ``$x$`` was drawn as math (issue 53's gap)."""
+    from audioicl.analysis.report.plots import (
+        compliance_figure,
+        condition_plot,
+        overview_figure,
+        task_figure,
+        task_plot,
+    )
+
+    data = tmp_path / "data"
+    episodes = write_bare_meta(data, per_task=2, ks=(1, 2))
+    names = ["plain", "a$^$b", "$x$"]
+    for name in names:
+        for k in (1, 2):
+            write_results(
+                tmp_path / "results" / f"{name}_results_k{k}.jsonl", episodes, respond=lambda gt: gt
+            )
+    summary = tmp_path / "scores" / "summary.csv"
+    score_folder(tmp_path / "results", summary)
+    grid = load_grid(summary)
+    task = grid.tasks[0]
+    assert task_figure(grid, task) and overview_figure(grid) and compliance_figure(grid, task) is not None
+    legend = task_plot(grid, task).axes[0].get_legend().get_texts()
+    assert {"a$^$b", "$x$"} <= {text.get_text() for text in legend}
+    assert not any(text._parse_math for text in legend)
+    titles = [ax.get_title() for ax in condition_plot(grid, "plain").axes if ax.get_visible()]
+    assert titles[0] == "plain" and sorted(titles) == sorted(names)

@@ -5,16 +5,21 @@ bootstrap's 95% interval over query clips where the detail CSV holds it (else th
 and the legend says which. A point the coverage marks (a task cell with episodes missing, a mean over tasks that is not complete) is
 drawn hollow, and the panel's title says what hollow means.
 
-Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas, so no pyplot state or display is used.
+Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas, so no pyplot state or display is used;
+their texts (task, model and condition names) are drawn as written, never as mathtext (``literal_text``).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import textwrap
+from collections.abc import Callable
 from dataclasses import replace
+from typing import ParamSpec, TypeVar
 
+import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -28,6 +33,21 @@ from .accuracy import FLOOR_MODEL, AccuracyGrid
 from .tables import format_chance
 
 PANEL_COLUMNS = 4
+_Args, _Made = ParamSpec("_Args"), TypeVar("_Made")
+
+
+def literal_text(build: Callable[_Args, _Made]) -> Callable[_Args, _Made]:
+    """A figure builder whose texts are drawn as written: a name with ``$`` is neither math nor a parse error
+    of matplotlib's mathtext that fails the report (each text keeps the setting it was made under)."""
+
+    @functools.wraps(build)
+    def built(*args: _Args.args, **kwargs: _Args.kwargs) -> _Made:
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return build(*args, **kwargs)
+
+    return built
+
+
 MEAN_PANEL = "mean over tasks"
 
 
@@ -137,6 +157,7 @@ def task_figure(grid: AccuracyGrid, task: str) -> bytes:
     return _png(task_plot(grid, task))
 
 
+@literal_text
 def task_plot(grid: AccuracyGrid, task: str) -> Figure:
     """One task's accuracy against k (``task_figure`` is its PNG)."""
     chance = chance_level(task)
@@ -160,6 +181,7 @@ def task_plot(grid: AccuracyGrid, task: str) -> Figure:
     return fig
 
 
+@literal_text
 def overview_figure(grid: AccuracyGrid) -> bytes:
     """All tasks in a grid of panels, the last panel the unweighted mean over tasks; one shared legend."""
     panels = [*grid.tasks, MEAN_PANEL]
@@ -203,6 +225,7 @@ def condition_figure(grid: AccuracyGrid, reference: str) -> bytes:
     return _png(condition_plot(grid, reference))
 
 
+@literal_text
 def condition_plot(grid: AccuracyGrid, reference: str) -> Figure:
     """Small multiples for a study: a panel per condition (``grid.lines``), each its mean over tasks against
     k beside ``reference`` (the plain run, grey) and the floor, so that no panel draws more than three lines
@@ -239,6 +262,7 @@ def condition_plot(grid: AccuracyGrid, reference: str) -> Figure:
     return fig
 
 
+@literal_text
 def compliance_figure(grid: AccuracyGrid, task: str) -> bytes | None:
     """Format compliance of one task against k: per model the share of answers the task's rule parsed
     (dashed), the accuracy among them (dotted) and the accuracy over all answers (solid, the protocol's);
