@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ...base import GenerationStopped, Response
+from ..memory import Halving
 from .rows import Row, cache_positions
 
 log = logging.getLogger("audioicl.backends")
@@ -82,7 +82,7 @@ def decode_reads(
     budget: JoinBudget,
     steps: int,
     attempt: Callable[[list[Row]], dict[int, Response]],
-    halving: Any,
+    halving: Halving,
     halted: Callable[[], bool] = lambda: False,
 ) -> dict[int, Response]:
     """The answers of every prompt of ``reads``: grouped (``decode_groups``), each group's rows through
@@ -101,7 +101,7 @@ def decode_group(
     budget: JoinBudget,
     steps: int,
     attempt: Callable[[list[Row]], dict[int, Response]],
-    halving: Any,
+    halving: Halving,
 ) -> dict[int, Response]:
     """A group's answers: its reads joined in one decode where they still fit the budget (a join that runs out
     of memory lowers it), else each read through ``halving``, which halves a read that runs out of memory."""
