@@ -16,6 +16,7 @@ the checkpoint or solver name, the parsed ``kinds.Settings`` and the run's ``Wor
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -154,6 +155,10 @@ class CountsWork(Protocol):
 # The kinds of this package, each a package whose ``__init__`` declares its ``KIND`` (``kinds.Kind``).
 KIND_PACKAGES = ("builtin", "hf", "openai", "vllm")
 KINDS: Registry[Kind] = Registry("backend")
+# the entry-point group another package declares its kinds in, each ``NAME = "module:KIND"`` (a ``kinds.Kind``
+# named NAME; a hidden ``seed`` option to take the run's --seed): listed by ``audioicl backends``, checked and run
+# as this package's are, imported on first use
+ENTRY_POINTS = "audioicl.backends"
 
 
 def register_kind(kind: Kind) -> Kind:
@@ -161,24 +166,53 @@ def register_kind(kind: Kind) -> Kind:
     return KINDS.add(kind.name, kind)
 
 
+def _declared_elsewhere() -> dict[str, importlib.metadata.EntryPoint]:
+    """The kinds other installed packages declare (``ENTRY_POINTS``), by name, none imported; one that takes
+    the name of this package's is left out (it cannot replace a built-in kind)."""
+    found = importlib.metadata.entry_points(group=ENTRY_POINTS)
+    return {point.name: point for point in found if point.name not in KIND_PACKAGES}
+
+
 def backend_kinds() -> list[str]:
-    """The backend kinds ``backend:name`` may name: this package's and any registered from elsewhere."""
-    return [*KIND_PACKAGES, *(name for name in KINDS.names() if name not in KIND_PACKAGES)]
+    """The backend kinds ``backend:name`` may name: this package's, any installed package's (``ENTRY_POINTS``)
+    and any registered from elsewhere."""
+    others = [*_declared_elsewhere(), *KINDS.names()]
+    return [*KIND_PACKAGES, *dict.fromkeys(name for name in others if name not in KIND_PACKAGES)]
 
 
 def kind_of(name: str) -> Kind:
-    """The declaration of the kind ``name`` (its package's ``KIND``, imported on first use)."""
+    """The declaration of the kind ``name`` (its package's ``KIND``, or the one an installed package declares,
+    imported on first use)."""
     if name not in KINDS and name in KIND_PACKAGES:
         KINDS.add(name, importlib.import_module(f"{__package__}.{name}").KIND)
+    if name not in KINDS and (point := _declared_elsewhere().get(name)) is not None:
+        KINDS.add(name, _loaded(point))
     if name not in KINDS:
         raise AudioICLError(unknown_name("backend", name, backend_kinds()))
     return KINDS.get(name)
 
 
+def _loaded(point: importlib.metadata.EntryPoint) -> Kind:
+    """The ``Kind`` an entry point names, or an error that says which package declares it and what is wrong."""
+    where = f"backend kind {point.name!r} ({point.value}, declared by {point.dist.name if point.dist else 'a package'})"
+    try:
+        kind = point.load()
+    except Exception as exc:  # noqa: BLE001 (any failure of another package's import is its own)
+        raise AudioICLError(f"{where} cannot be imported: {type(exc).__name__}: {exc}") from None
+    if not isinstance(kind, Kind) or kind.name != point.name:
+        raise AudioICLError(f"{where} is not a kinds.Kind named {point.name!r}")
+    return kind
+
+
+def _known(name: str) -> bool:
+    """Whether ``name`` is a kind this package knows how to find (without importing it)."""
+    return name in KIND_PACKAGES or name in KINDS or name in _declared_elsewhere()
+
+
 def answer_options(model: ModelSpec | None, options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` of a ``model``'s backend without those that keep the answers (``Option.keeps_answers``):
     those that may change what a result line says (all of them for no model, or a kind not known here)."""
-    if model is None or (model.backend not in KIND_PACKAGES and model.backend not in KINDS):
+    if model is None or not _known(model.backend):
         return dict(options)
     return kind_of(model.backend).answer_options(options)
 
@@ -186,7 +220,7 @@ def answer_options(model: ModelSpec | None, options: Mapping[str, Any]) -> dict[
 def option_conditions(model: ModelSpec, options: Mapping[str, Any]) -> list[str]:
     """The condition names ``options`` of ``model``'s backend set (``Option.conditions``: ``precision=fp8`` →
     ``fp8``); none for a kind not known here."""
-    if model.backend not in KIND_PACKAGES and model.backend not in KINDS:
+    if not _known(model.backend):
         return []
     return kind_of(model.backend).conditions(options)
 
@@ -278,8 +312,11 @@ def check_model(model: ModelSpec, import_kind: bool = True) -> None:
 
 def load_backend(model: ModelSpec, workload: Workload | None = None, **options: object) -> Backend:
     """The backend for a model spec, built with ``options`` (``-o`` text, checked against the kind's
-    declaration) and the run's ``workload`` (what it will ask, for engines that fix limits when they start)."""
+    declaration) and the run's ``workload`` (what it will ask, for engines that fix limits when they start).
+    The run's ``seed`` goes to a kind that declares it (every built-in one does; a kind from elsewhere may not)."""
     kind = kind_of(model.backend)
+    if "seed" in options and not any(option.name == "seed" for option in kind.options):
+        options = {name: value for name, value in options.items() if name != "seed"}
     settings = kind.parse(options)
     check_checkpoint(model)
     make = kind.make()
