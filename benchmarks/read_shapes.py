@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from audioicl.backends.hf.reuse.path import AUTO_DECODE_BATCHES
-from audioicl.backends.hf.reuse.plan import decode_groups, joined
+from audioicl.backends.hf.reuse.plan import JoinBudget, decode_groups, joined
 from audioicl.backends.hf.reuse.rows import Row, cache_positions, common_prefix
 from audioicl.testing.requests import built_benchmark, episode_major_requests, run_batches, tiny_backend
 
@@ -71,13 +71,9 @@ def main() -> None:
             "reads": shapes,
         }
         args.dump.write_text(json.dumps(made, separators=(",", ":")) + "\n")
-    budget = args.budget_gib * 2**30
-    groups = [
-        joined(group)
-        for group in decode_groups(
-            reads, AUTO_DECODE_BATCHES["cuda"], lambda rows: cache_positions(rows, STEPS) * KV_BYTES <= budget
-        )
-    ]
+    budget = JoinBudget(int(args.budget_gib * 2**30), KV_BYTES)
+    planned = decode_groups(reads, AUTO_DECODE_BATCHES["cuda"], lambda rows: budget.fits(rows, STEPS))
+    groups = [joined(group) for group in planned]
     stepped = sum(cache_positions(group, STEPS) for group in groups)
     own = sum(row.length + STEPS * len(row.members) for group in groups for row in group)
     per_read = [cache_positions(read, STEPS) * KV_BYTES / 2**30 for read in reads]

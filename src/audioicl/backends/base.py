@@ -15,6 +15,7 @@ the checkpoint or solver name, the parsed ``kinds.Settings`` and the run's ``Wor
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import re
@@ -166,9 +167,11 @@ def register_kind(kind: Kind) -> Kind:
     return KINDS.add(kind.name, kind)
 
 
+@functools.cache
 def _declared_elsewhere() -> dict[str, importlib.metadata.EntryPoint]:
     """The kinds other installed packages declare (``ENTRY_POINTS``), by name, none imported; one that takes
-    the name of this package's is left out (it cannot replace a built-in kind)."""
+    the name of this package's is left out (it cannot replace a built-in kind). Read once a process: it reads
+    every installed distribution's metadata, and ``audioicl backends`` asks for each kind it lists."""
     found = importlib.metadata.entry_points(group=ENTRY_POINTS)
     return {point.name: point for point in found if point.name not in KIND_PACKAGES}
 
